@@ -1,0 +1,47 @@
+# tcbench — every target sets up what it needs from a fresh clone (idempotent).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.tcbench-installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+# test runs share compile caches (Inductor, XLA) across tests and across runs
+TEST_HOME ?= $(CURDIR)/.tcbench-test-home
+PYTEST_ARGS ?=
+
+.PHONY: setup browser demo test test-fast lab app bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
+	$(PY) -m pip install --disable-pip-version-check -q -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# Debian's Chromium for the browser tests (never `playwright install`: it downloads a browser)
+browser:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+demo: setup
+	$(PY) -m tcbench.cli compare --model bert-base-cased --size tiny --backends eager,inductor,xla \
+		--batch-size 8 --seq-len 128 --steps 40 --warmup 5 --lr 1e-3 --report demo-report.html
+
+test: setup browser
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# unit tests only (no real training jobs, no browser)
+test-fast: setup
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m "not integration and not browser and not notebook"
+
+lab: setup
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 notebooks/00_workbench.ipynb
+
+app: setup
+	$(VENV)/bin/voila --Voila.ip=127.0.0.1 notebooks/00_workbench.ipynb
+
+bench: setup
+	$(PY) benchmarks/run_benchmarks.py
+
+clean:
+	rm -rf $(VENV) $(TEST_HOME) .pytest_cache demo-report.html

@@ -1,0 +1,57 @@
+"""tcbench: does compiling my training job make it faster, cheaper or fit a bigger batch — and
+after a batch-size change, what learning rate do I need?
+
+Importing tcbench does not import torch: every measured job runs in its own process.
+
+    import tcbench as tc
+    spec = tc.JobSpec(model="bert-base-cased", size="tiny", batch_size=16, steps=60)
+    cmp = tc.compare(spec, backends=["inductor", "xla"])
+    cmp.summary()
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import plots
+from ._catalog import MODELS, SIZES, models_table
+from ._compare import Comparison, compare, load_comparison
+from ._cost import cost, cost_table, savings_pct
+from ._history import comparisons, get_run, runs, steps
+from ._profiles import Profile, profile, profile_names, profiles
+from ._results import JobResult, StepRecord
+from ._runner import backend_status, run
+from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec
+from ._store import Store
+
+__version__ = "0.1.0"
+
+
+def models() -> pd.DataFrame:
+    """The model catalog: name, family, task, size preset, layers, hidden, heads, approx. parameters."""
+    return pd.DataFrame(models_table())
+
+
+def backends() -> pd.DataFrame:
+    """Each backend with whether it can run here and why (checked without importing torch)."""
+    rows = []
+    for name in BACKENDS:
+        ok, reason = backend_status(name)
+        rows.append({"backend": name, "available": ok, "reason": reason})
+    return pd.DataFrame(rows)
+
+
+def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: float | None = None,
+                num_labels: int = 2, seed: int | None = 0):
+    """The same torch model a job trains (random init from the architecture config, or a local folder)."""
+    from ._models import build_model as _build
+
+    return _build(model, size, dropout=dropout, num_labels=num_labels, seed=seed)
+
+
+__all__ = [
+    "JobSpec", "JobResult", "StepRecord", "Comparison", "Store", "Profile",
+    "run", "compare", "load_comparison", "runs", "steps", "comparisons", "get_run",
+    "models", "backends", "build_model", "profiles", "profile", "profile_names",
+    "cost", "cost_table", "savings_pct", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
+]

@@ -1,0 +1,184 @@
+"""The job process: one spawned Python process trains one JobSpec and streams what it measures.
+
+Run as ``python -m tcbench._worker <spec-json> <fd> <run-dir>``. Every message is one JSON line on
+file descriptor ``fd`` (stdout/stderr go to the run's log file, so library prints cannot corrupt
+the stream). Messages: ``log``, ``meta`` (after model load), ``step`` (one per optimizer step),
+``counters`` (after warmup), ``end`` (status, error, counters). A crash, an OOM or a kill stays in
+this process; the parent turns whatever arrived into a JobResult.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+from ._spec import JobSpec
+
+
+class _Channel:
+    def __init__(self, fd: int) -> None:
+        self._f = os.fdopen(fd, "w", buffering=1)
+
+    def send(self, kind: str, **payload) -> None:
+        self._f.write(json.dumps({"type": kind, **payload}) + "\n")
+        self._f.flush()
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class RssMeter:
+    """CPU memory: the process's RSS high-water mark above the baseline taken after model load."""
+
+    def __init__(self) -> None:
+        try:  # writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0)
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+        self.baseline = _status_kib("VmRSS") * 1024
+
+    def peak_above_baseline(self) -> int:
+        return max(_status_kib("VmHWM") * 1024 - self.baseline, 0)
+
+
+def _classify(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, MemoryError) or "out of memory" in text or "resource_exhausted" in text or "oom" in text.split():
+        return "oom"
+    return "failed"
+
+
+def _announce(chan: _Channel, spec: JobSpec) -> None:
+    if spec.backend == "eager":
+        chan.send("log", line=f"[tcbench] native PyTorch (eager), no compiler configured")
+        return
+    chan.send("log", line=f"[tcbench] Found configuration for compiler {spec.backend}. Configuring tcbench "
+                          f"{spec.backend} backend (mode={spec.compile_mode}, precision={spec.precision}) ...")
+    if spec.debug:
+        chan.send("log", line=f"[tcbench] {spec.backend} compiler set to debug mode: its report is kept in the run's artifacts")
+
+
+def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
+    """The measured loop: one straight path from spec to step records."""
+    import torch
+
+    from . import _data
+    from ._models import build_model, count_params, flops_per_step, model_task
+    from .backends import get_backend
+
+    torch.set_num_threads(spec.threads or len(os.sched_getaffinity(0)))
+    backend = get_backend(spec.backend)
+    _announce(chan, spec)
+    device = backend.setup(spec, os.environ.get("TCBENCH_XLA_CACHE", os.path.join(run_dir, "xla-cache")))
+
+    task = model_task(spec.model)
+    examples = _data.load_examples(spec.dataset, "train")
+    tokenizer = _data.load_tokenizer()
+    model = build_model(spec.model, spec.size, dropout=spec.dropout, num_labels=_data.num_labels(examples),
+                        seed=spec.seed)
+    n_params = count_params(model)
+    backend.prepare(model, spec)
+    meter = RssMeter()   # baseline: after the model and optimizer exist
+    flops = flops_per_step(spec.model, spec.size, n_params, spec.batch_size, spec.seq_len, task)
+    chan.send("meta", n_params=n_params, flops_per_step=flops, device=str(device), task=task,
+              threads=torch.get_num_threads())
+
+    torch.manual_seed(spec.seed)
+    batches = _data.batches(task, examples, tokenizer, spec.batch_size, spec.seq_len, spec.padding, spec.seed)
+    if hasattr(backend, "wrap_loader"):
+        import itertools
+
+        it = backend.wrap_loader(list(itertools.islice(batches, spec.steps)))
+    else:
+        it = (_data.batch_on_device(b, device) for b in batches)
+    budget = None if spec.memory_budget_gb is None else spec.memory_budget_gb * 2**30
+    for step in range(spec.steps):
+        batch = next(it)
+        seq = int(batch["input_ids"].shape[1])
+        t0 = time.perf_counter()
+        loss_t = backend.step(batch)
+        backend.sync()
+        dt = time.perf_counter() - t0
+        # Reading the loss is a host<->device sync: only every loss_every steps (and the last one).
+        read = (step + 1) % spec.loss_every == 0 or step == spec.steps - 1
+        loss = float(loss_t) if read else None
+        dev_peak = backend.peak_memory()
+        mem = dev_peak if dev_peak is not None else meter.peak_above_baseline()
+        chan.send("step", step=step, step_s=dt, samples_s=spec.batch_size / dt, tokens_s=spec.batch_size * seq / dt,
+                  mem_bytes=int(mem), loss=loss, warmup=step < spec.warmup_steps, seq_len=seq)
+        if step == spec.warmup_steps - 1:
+            chan.send("counters", when="after_warmup", counters=backend.counters())
+        if loss is not None and not math.isfinite(loss):
+            _finish(chan, backend, spec, run_dir, "diverged", f"loss became {loss} at step {step} (lr={spec.lr})")
+            return
+        if budget is not None and mem > budget:
+            _finish(chan, backend, spec, run_dir, "oom",
+                    f"peak memory {mem / 2**30:.2f} GiB at step {step} exceeds the profile's budget of "
+                    f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
+            return
+    if spec.eval_batches:
+        chan.send("eval", eval_loss=evaluate(spec, backend, task, tokenizer, device))
+    _finish(chan, backend, spec, run_dir, "ok", "")
+
+
+def evaluate(spec: JobSpec, backend, task: str, tokenizer, device) -> float:
+    """Mean loss over ``spec.eval_batches`` batches of the held-out split (no grad, eval mode)."""
+    import torch
+
+    from . import _data
+
+    model = backend.model
+    model.eval()
+    batches = _data.batches(task, _data.load_examples(spec.dataset, "eval"), tokenizer, spec.batch_size,
+                            spec.seq_len, spec.padding, seed=spec.seed + 1)
+    losses = []
+    with torch.no_grad():
+        for _ in range(spec.eval_batches):
+            batch = _data.batch_on_device(next(batches), device)
+            losses.append(model(**batch).loss.detach())
+        if hasattr(backend, "wrap_loader"):
+            import torch_xla
+
+            torch_xla.sync()
+        total = float(torch.stack(losses).float().mean())
+    model.train()
+    return total
+
+
+def _finish(chan: _Channel, backend, spec: JobSpec, run_dir: str, status: str, error: str) -> None:
+    counters = backend.counters()
+    if spec.debug:
+        path = os.path.join(run_dir, f"{spec.backend}-compiler-report.txt")
+        with open(path, "w") as f:
+            f.write(backend.report())
+        chan.send("log", line=f"[tcbench] compiler report written to {path}")
+    chan.send("end", status=status, error=error, counters=counters)
+
+
+def main(argv: list[str]) -> int:
+    spec = JobSpec.from_json(argv[0])
+    chan = _Channel(int(argv[1]))
+    run_dir = argv[2]
+    try:
+        train(spec, chan, run_dir)
+    except BaseException as exc:  # the job's failure is data for the parent, not a crash
+        traceback.print_exc()
+        tb = traceback.format_exc()
+        status = _classify(exc)
+        chan.send("end", status=status, error=f"{type(exc).__name__}: {exc}"[:2000], traceback=tb[-6000:])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

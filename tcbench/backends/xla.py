@@ -1,0 +1,97 @@
+"""PyTorch/XLA: lazy tensors traced per step and compiled by XLA at ``torch_xla.sync()``.
+
+Runs on the PJRT device that exists (CPU here with ``PJRT_DEVICE=CPU``; TPU/GPU where their
+plugin is installed). The device is created in ``setup``, before any autograd runs in the process
+(after a CPU backward, creating it crashes the autograd engine). The optimizer is the syncfree
+AdamW (no host sync for inf checks); batches arrive through ``MpDeviceLoader``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+from .._spec import JobSpec
+
+
+class XlaBackend:
+    name = "xla"
+
+    def available(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("torch") is None:
+            return False, "torch is not installed"
+        if importlib.util.find_spec("torch_xla") is None:
+            return False, "torch_xla is not installed (pip install torch_xla==<your torch version>)"
+        return True, f"PyTorch/XLA on PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')}"
+
+    def setup(self, spec: JobSpec, cache_dir: str) -> Any:
+        import torch_xla
+        import torch_xla.runtime as xr
+
+        os.makedirs(cache_dir, exist_ok=True)
+        xr.initialize_cache(cache_dir, readonly=False)   # persistent compilation cache
+        self.spec = spec
+        self.device = torch_xla.device()
+        return self.device
+
+    def prepare(self, model: Any, spec: JobSpec) -> None:
+        from torch_xla.amp import syncfree
+
+        self.model = model.to(self.device).train()
+        self.opt = syncfree.AdamW(self.model.parameters(), lr=spec.lr)
+
+    def wrap_loader(self, batches: Any) -> Any:
+        """Batches are copied to the device by a background thread while the step runs."""
+        import torch_xla.distributed.parallel_loader as pl
+
+        return iter(pl.MpDeviceLoader(batches, self.device))
+
+    def step(self, batch: dict) -> Any:
+        import torch_xla
+
+        if self.spec.precision == "fp32":
+            loss = self.model(**batch).loss
+        else:
+            from torch_xla.amp import autocast
+
+            import torch
+            dtype = torch.bfloat16 if self.spec.precision == "bf16" else torch.float16
+            with autocast(self.device, dtype=dtype):
+                loss = self.model(**batch).loss
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        torch_xla.sync()        # cut the lazy graph here: compile (first time) and launch the step
+        return loss.detach()
+
+    def sync(self) -> None:
+        import torch_xla.core.xla_model as xm
+
+        xm.wait_device_ops()    # the timer stops only when the device has finished
+
+    def peak_memory(self) -> int | None:
+        import torch_xla.core.xla_model as xm
+
+        try:
+            info = xm.get_memory_info(self.device)
+        except Exception:       # the CPU PJRT client reports no memory info
+            return None
+        peak = info.get("peak_bytes_used") or info.get("bytes_used")
+        return int(peak) if peak else None
+
+    def counters(self) -> dict:
+        import torch_xla.debug.metrics as met
+
+        compile_data = met.metric_data("CompileTime")
+        exec_data = met.metric_data("ExecuteTime")
+        return {"compiles": int(compile_data[0]) if compile_data else 0,
+                "compile_time_s": float(compile_data[1]) / 1e9 if compile_data else 0.0,
+                "executions": int(exec_data[0]) if exec_data else 0,
+                "execute_time_s": float(exec_data[1]) / 1e9 if exec_data else 0.0,
+                "graph_breaks": 0}
+
+    def report(self) -> str:
+        import torch_xla.debug.metrics as met
+
+        return met.metrics_report()

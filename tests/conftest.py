@@ -1,0 +1,29 @@
+"""Shared test settings: one persistent compile cache for the whole suite, a fresh store per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Compile caches (Inductor, XLA) are shared across tests and across runs: cold compiles are slow here.
+os.environ.setdefault("TCBENCH_HOME", str(ROOT / ".tcbench-test-home"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_store(tmp_path_factory: pytest.TempPathFactory):
+    """Every test session writes to its own SQLite store, never the user's."""
+    if not os.environ.get("TCBENCH_KEEP_DB"):
+        os.environ["TCBENCH_DB"] = str(tmp_path_factory.mktemp("store") / "tcbench.db")
+    yield
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    """A store of the test's own."""
+    from tcbench import Store
+
+    return Store(tmp_path / "t.db")
