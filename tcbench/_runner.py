@@ -99,7 +99,8 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     job = job or f"{spec.backend}#{round}"
     notify = observer or (lambda event: None)
     run_id = store.insert_run(spec.to_json(), spec, comparison_id, round)
-    run_dir = home() / "runs" / str(run_id)
+    # run folders are named by time as well: several stores may share one TCBENCH_HOME
+    run_dir = home() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}-{spec.backend}"
     run_dir.mkdir(parents=True, exist_ok=True)
     result = JobResult(spec=spec, status="running", run_id=run_id, artifacts=str(run_dir))
     notify({"type": "start", "job": job, "backend": spec.backend, "round": round, "run_id": run_id, "spec": spec})

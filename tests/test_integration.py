@@ -157,3 +157,16 @@ def test_failure_is_recorded_with_reason(tmp_path):
     r = tc.run(dataclasses.replace(TINY, dataset=str(bad)))
     assert r.status == "failed" and "text" in r.error
     assert tc.get_run(r.run_id).status == "failed"
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor", "xla"])
+def test_backend_contract_bf16_and_available(backend):
+    """One contract over every backend: it reports availability with a reason and trains in bf16 autocast."""
+    from tcbench.backends import get_backend
+
+    ok, reason = get_backend(backend).available()
+    assert ok is True and isinstance(reason, str) and reason
+    r = tc.run(dataclasses.replace(TINY, backend=backend, precision="bf16", steps=4, warmup_steps=2))
+    assert r.status == "ok", (r.error, r.log_tail[-1500:])
+    assert all(math.isfinite(l) for _, l in r.losses()) and r.median_step_s > 0
+    assert (r.cache_state in ("cold", "warm")) == (backend != "eager")

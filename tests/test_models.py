@@ -1,0 +1,70 @@
+"""Every catalog model builds offline at every preset's dimensions and trains one step on the shipped data."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import tcbench as tc
+from tcbench import _data
+from tcbench._catalog import MODELS, approx_params, dims
+from tcbench._models import build_model, count_params, flops_per_step, model_task
+
+os.environ["USE_TORCH_XLA"] = "0"
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_tiny_model_builds_and_takes_a_step(name):
+    import torch
+
+    task = model_task(name)
+    ex = _data.load_examples("builtin", "train")[:64]
+    m = tc.build_model(name, "tiny")
+    batch = next(_data.batches(task, ex, _data.load_tokenizer(), 4, 32, "max_length", 0))
+    loss = m(**batch).loss
+    loss.backward()
+    assert torch.isfinite(loss)
+    n = count_params(m)
+    assert abs(n - approx_params(name, "tiny")) / n < 0.15, (n, approx_params(name, "tiny"))
+
+
+@pytest.mark.parametrize("name", ["bert-base-cased", "gpt2", "t5-base", "roberta-large", "albert-base-v2"])
+def test_base_size_has_the_published_dimensions(name):
+    """Config only (no weights allocated): the published layer/width/vocab figures."""
+    import transformers
+
+    from tcbench._catalog import size_config
+
+    cfg = getattr(transformers, MODELS[name].config_class)(**size_config(name, "base"))
+    d = dims(name, "base")
+    published = {"bert-base-cased": (12, 768, 28996), "gpt2": (12, 768, 50257), "t5-base": (24, 768, 32128),
+                 "roberta-large": (24, 1024, 50265), "albert-base-v2": (12, 768, 30000)}[name]
+    assert (d["layers"], d["hidden"], d["vocab"]) == published
+    assert cfg.vocab_size == published[2]
+
+
+def test_bert_base_parameter_count_matches_the_published_110m():
+    # BERT-base-cased with a classification head: ~108 M parameters
+    assert 100e6 < approx_params("bert-base-cased", "base") < 115e6
+
+
+def test_local_folder_is_loaded_without_the_hub(tmp_path):
+    m = build_model("gpt2", "tiny")
+    m.save_pretrained(tmp_path / "my-gpt2")
+    again = tc.build_model(str(tmp_path / "my-gpt2"))
+    assert model_task(str(tmp_path / "my-gpt2")) == "causal-lm"
+    assert count_params(again) == count_params(m)
+    tc.JobSpec(model=str(tmp_path / "my-gpt2"))  # a folder path is a valid model
+
+
+def test_missing_local_folder_is_a_clear_error():
+    with pytest.raises(ValueError, match="neither a catalog model"):
+        build_model("./no/such/folder")
+
+
+def test_flops_estimate_is_six_n_t_plus_attention():
+    f = flops_per_step("bert-base-cased", "tiny", 400_000, 8, 64)
+    d = dims("bert-base-cased", "tiny")
+    dense = 400_000 - d["vocab"] * d["hidden"]
+    assert f == 6 * dense * 512 + 12 * d["layers"] * d["hidden"] * 64 * 512
