@@ -66,7 +66,7 @@ def comparison_html(cmp: Any) -> str:
 <h1>tcbench: {html.escape(s.model)} ({html.escape(s.size)}) — native vs compiled</h1>
 <p>Comparison {cmp.comparison_id}; backends {html.escape(", ".join(cmp.backends))}; rounds {cmp.rounds}; machine {machine}.</p>
 <h2>Findings</h2>{findings_html(summary)}{errors}
-<h2>Summary</h2>{summary_table_html(summary)}
+<h2>Summary</h2><div style="overflow-x:auto">{summary_table_html(summary)}</div>
 <p>Step time: median of the steady-state steps (the first {s.warmup_steps} warmup steps are reported apart).
 Speedup: native median step ÷ compiled median step (median of the per-round ratios). Compile latency: warmup time −
 warmup steps × steady median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: compile

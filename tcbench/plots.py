@@ -73,9 +73,12 @@ def plot_memory(df: pd.DataFrame, budget_gb: float | None = None,
                 title: str = "Peak memory above the post-load baseline (MiB)") -> go.Figure:
     """Bars per backend; the profile's memory budget as a horizontal line when given."""
     fig = go.Figure(layout=dict(title=title, yaxis_title="MiB", **_LAYOUT))
-    for _, row in df.iterrows():
+    for i, (_, row) in enumerate(df.iterrows()):
         ratio = row.get("memory_ratio")
-        text = "" if ratio is None or (isinstance(ratio, float) and math.isnan(ratio)) else f"{ratio:.2f}× less" if ratio >= 1 else f"{1 / ratio:.2f}× more"
+        if ratio is None or (isinstance(ratio, float) and math.isnan(ratio)) or i == 0:
+            text = ""          # the first row is the native baseline
+        else:
+            text = f"{ratio:.2f}× less" if ratio >= 1 else f"{1 / ratio:.2f}× more"
         fig.add_bar(x=[row["backend"]], y=[row["peak_mem_mb"] or 0.0], name=row["backend"],
                     marker_color=color(row["backend"]), text=[text], textposition="outside")
     if budget_gb:
