@@ -31,7 +31,7 @@ _POLL_S = 0.25
 
 def backend_status(name: str) -> tuple[bool, str]:
     """(available, reason) for a backend, checked without importing torch."""
-    from .backends import get_backend
+    from ._backends import get_backend
 
     return get_backend(name).available()
 

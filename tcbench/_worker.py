@@ -52,6 +52,10 @@ class RssMeter:
 
 
 def _classify(exc: BaseException) -> str:
+    from ._backends import BackendUnavailable
+
+    if isinstance(exc, BackendUnavailable):
+        return "unavailable"
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or "out of memory" in text or "resource_exhausted" in text or "oom" in text.split():
         return "oom"
@@ -74,7 +78,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
 
     from . import _data
     from ._models import build_model, count_params, flops_per_step, model_task
-    from .backends import get_backend
+    from ._backends import get_backend
 
     torch.set_num_threads(spec.threads or len(os.sched_getaffinity(0)))
     backend = get_backend(spec.backend)

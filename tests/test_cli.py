@@ -32,8 +32,8 @@ def test_console_script_is_installed():
 @pytest.mark.integration
 def test_compare_prints_summary_and_writes_report(tmp_path, capsys):
     report = tmp_path / "out.html"
-    code = main(["compare", "--model", "bert-base-cased", "--size", "tiny", "--backends", "eager,xla",
-                 "--batch-size", "8", "--seq-len", "64", "--steps", "6", "--warmup", "2", "--lr", "2e-3",
+    code = main(["compare", "--model", "gpt2", "--size", "tiny", "--backends", "eager,xla",
+                 "--batch-size", "8", "--seq-len", "32", "--steps", "6", "--warmup", "2", "--lr", "2e-3",
                  "--dropout", "0", "--threads", "2", "--report", str(report)])
     out = capsys.readouterr().out
     assert code == 0, out

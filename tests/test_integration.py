@@ -18,7 +18,9 @@ pytestmark = pytest.mark.integration
 
 # Tiny, learnable, dropout off: a tight loss-parity check (DESIGN.md: with dropout on, eager and
 # compiled draw different masks, so parity is only a tolerance over a window).
-TINY = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=64, steps=24, warmup_steps=3, lr=2e-3,
+# GPT-2 tiny: its causal-LM loss falls from ~8.3 within a few steps (the tiny BERT's classification loss stays
+# near ln 2 for its first 40-80 steps on the shipped task), so "the loss decreases" is a real check.
+TINY = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=24, warmup_steps=3, lr=2e-3,
                seed=0, dropout=0.0, threads=2)
 
 
@@ -139,7 +141,7 @@ def test_stop_event_interrupts_within_two_seconds():
 
 
 def test_unavailable_backend_is_reported(monkeypatch):
-    import tcbench.backends.xla as xla_mod
+    import tcbench._backends.xla as xla_mod
 
     monkeypatch.setattr(xla_mod.XlaBackend, "available", lambda self: (False, "torch_xla is not installed"))
     r = tc.run(dataclasses.replace(TINY, backend="xla"))
@@ -162,11 +164,15 @@ def test_failure_is_recorded_with_reason(tmp_path):
 @pytest.mark.parametrize("backend", ["eager", "inductor", "xla"])
 def test_backend_contract_bf16_and_available(backend):
     """One contract over every backend: it reports availability with a reason and trains in bf16 autocast."""
-    from tcbench.backends import get_backend
+    from tcbench._backends import get_backend
 
     ok, reason = get_backend(backend).available()
     assert ok is True and isinstance(reason, str) and reason
     r = tc.run(dataclasses.replace(TINY, backend=backend, precision="bf16", steps=4, warmup_steps=2))
+    if backend == "xla" and os.environ.get("PJRT_DEVICE", "CPU") == "CPU":
+        # torch_xla's autocast exists for TPU and CUDA only: refused with the reason, not a crash
+        assert r.status == "unavailable" and "autocast" in r.error, (r.status, r.error)
+        return
     assert r.status == "ok", (r.error, r.log_tail[-1500:])
     assert all(math.isfinite(l) for _, l in r.losses()) and r.median_step_s > 0
     assert (r.cache_state in ("cold", "warm")) == (backend != "eager")

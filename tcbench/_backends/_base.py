@@ -13,6 +13,10 @@ from typing import Any, Protocol
 from .._spec import JobSpec
 
 
+class BackendUnavailable(RuntimeError):
+    """Raised by ``setup`` when this backend cannot run this spec here; the job's status is ``unavailable``."""
+
+
 class Backend(Protocol):
     name: str
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import Backend
+from ._base import Backend, BackendUnavailable
 from .eager import EagerBackend
 from .inductor import InductorBackend
 from .xla import XlaBackend
@@ -17,4 +17,4 @@ def get_backend(name: str) -> Backend:
     return REGISTRY[name]()
 
 
-__all__ = ["Backend", "EagerBackend", "InductorBackend", "XlaBackend", "REGISTRY", "get_backend"]
+__all__ = ["Backend", "BackendUnavailable", "EagerBackend", "InductorBackend", "XlaBackend", "REGISTRY", "get_backend"]

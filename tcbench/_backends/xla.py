@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from .._spec import JobSpec
+from ._base import BackendUnavailable
 
 
 class XlaBackend:
@@ -32,6 +33,10 @@ class XlaBackend:
         os.makedirs(cache_dir, exist_ok=True)
         xr.initialize_cache(cache_dir, readonly=False)   # persistent compilation cache
         self.spec = spec
+        if spec.precision != "fp32" and xr.device_type() not in ("TPU", "CUDA", "GPU"):
+            raise BackendUnavailable(
+                f"precision={spec.precision!r} needs XLA autocast, which torch_xla supports on TPU and CUDA only; "
+                f"this PJRT device is {xr.device_type()} (use precision='fp32' with the xla backend here)")
         self.device = torch_xla.device()
         return self.device
 
