@@ -1,0 +1,80 @@
+"""The workbench in JupyterLab, driven through Debian's Chromium: run the notebook, choose a tiny
+job with eager + inductor, click Run paired, and check what a person sees."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+RUN_TIMEOUT_S = 420  # a cold Inductor compile of the tiny model takes 20-80 s on 2 busy cores
+
+
+def _open_notebook(page, lab_server, workspace: str) -> str:
+    nb = lab_server.copy_notebook("00_workbench.ipynb")
+    # Pitfall 1: create the kernel session first, so running cells never opens "Select Kernel".
+    lab_server.api("POST", "/api/sessions", {"path": nb, "name": nb, "type": "notebook", "kernel": {"name": "python3"}})
+    # Pitfall 2: a unique workspace, reset, so tabs of earlier tests do not come back.
+    page.goto(f"{lab_server.url}/lab/workspaces/{workspace}/tree/{nb}?token={lab_server.token}&reset")
+    page.locator(".jp-NotebookPanel .jp-Notebook-cell").first.wait_for(state="visible", timeout=60_000)
+    kernel = page.locator("[title^='Change kernel for']").first
+    page.wait_for_function("el => /Idle/.test(el.textContent)", arg=kernel.element_handle(), timeout=60_000)
+    return nb
+
+
+def _run_all(page) -> None:
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.commands.hasCommand('notebook:run-all-cells')",
+                           timeout=30_000)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")  # not awaited
+
+
+def _shutdown(lab_server, nb: str) -> None:
+    for s in lab_server.api("GET", "/api/sessions"):
+        if s.get("path") == nb:
+            lab_server.api("DELETE", f"/api/sessions/{s['id']}")
+
+
+@pytest.mark.timeout(120)
+def test_panel_renders_in_lab_and_refuses_bad_input(page, lab_server, panel_ui, unique, artifacts):
+    nb = _open_notebook(page, lab_server, unique)
+    try:
+        _run_all(page)
+        ui = panel_ui(page)
+        ui.wait_shown()
+        profiles = ui.option_labels("tcb-profile")
+        assert profiles[0].startswith("this machine") and any("GiB" in p and "/h" in p for p in profiles[1:])
+        assert any("bert" in m and "params" in m for m in ui.option_labels("tcb-model"))
+        ui.type_number("tcb-batch-size", 0)
+        error = ui.panel.locator(".tcb-error-batch-size").first
+        page.wait_for_function("el => el.textContent.includes('batch_size=0')", arg=error.element_handle(),
+                               timeout=10_000)
+        assert ui.panel.locator("button.tcb-run").first.is_disabled()
+        page.screenshot(path=str(artifacts / "lab-invalid-input.png"), full_page=True)
+        ui.type_number("tcb-batch-size", 4)
+        page.wait_for_function("el => el.textContent === ''", arg=error.element_handle(), timeout=10_000)
+        assert ui.panel.locator("button.tcb-run").first.is_enabled()
+    finally:
+        _shutdown(lab_server, nb)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
+def test_run_paired_in_lab_draws_plots_and_summary(page, lab_server, panel_ui, unique, artifacts):
+    nb = _open_notebook(page, lab_server, unique)
+    try:
+        _run_all(page)
+        ui = panel_ui(page)
+        ui.wait_shown()
+        ui.set_tiny_job(backends=("inductor",))
+        status = ui.run_paired(RUN_TIMEOUT_S)
+        page.wait_for_timeout(1500)  # the last figure update reaches the browser
+        page.screenshot(path=str(artifacts / "lab-run-paired.png"), full_page=True)
+        assert "Done" in status, status
+        legend = ui.loss_legend()
+        assert "eager" in legend and "inductor" in legend, legend
+        assert ui.loss_traces() >= 2
+        assert any("×" in t for t in ui.throughput_texts()), ui.throughput_texts()
+        rows = ui.summary_rows()
+        assert len(rows) == 2 and rows[0].startswith("eager") and rows[1].startswith("inductor"), rows
+    finally:
+        _shutdown(lab_server, nb)

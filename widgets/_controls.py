@@ -1,0 +1,197 @@
+"""The panel's inputs: one widget per JobSpec field the user chooses, validated by JobSpec itself.
+
+Validation is the engine's: the values are passed to ``tcbench.JobSpec`` and its ValueError
+(``"field=value ... allowed: ..."``) is shown next to the control it names, before anything runs.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Callable
+
+import ipywidgets as w
+
+import tcbench as tc
+
+COMPILED_BACKENDS = ("inductor", "xla")
+_LABEL = w.Layout(width="150px")
+_ERROR_STYLE = "color:#b00020;font-size:12px"
+
+
+def _human_params(n: float) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:.1f}B"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    return f"{n / 1e3:.0f}k"
+
+
+def model_options(size: str) -> list[tuple[str, str]]:
+    """(label, model) pairs: the label shows the family and the parameter count at ``size``."""
+    df = tc.models()
+    rows = df[df["size"] == size] if "size" in df.columns else df
+    return [(f"{r.model}  ({r.family}, {_human_params(float(r.params))} params)", r.model)
+            for r in rows.itertuples()]
+
+
+def profile_label(name: str) -> str:
+    """The profile's dropdown text: GPU, memory per device and $/h ("this machine — …" for the host)."""
+    try:
+        return tc.profile(name).label
+    except Exception:  # noqa: BLE001 - a broken profile must not break the panel
+        return name
+
+
+def profile_options() -> list[tuple[str, str]]:
+    """(label, profile name) pairs, "this machine" first (the order ``tc.profiles()`` gives)."""
+    names = list(tc.profiles()["name"])
+    local = [n for n in names if n == "this-machine"]
+    return [(profile_label(n), n) for n in local + [n for n in names if n not in local]]
+
+
+def backend_availability() -> dict[str, tuple[bool, str]]:
+    """backend -> (available, reason); every backend counts as available when the check fails."""
+    try:
+        df = tc.backends()
+        return {r.backend: (bool(r.available), str(r.reason or "")) for r in df.itertuples()}
+    except Exception:  # noqa: BLE001
+        return {}
+
+
+class Controls:
+    """Input widgets, their error labels, and the JobSpec they describe."""
+
+    FIELDS = ("model", "size", "profile", "batch_size", "seq_len", "steps", "warmup_steps", "lr",
+              "precision", "padding", "debug")
+
+    def __init__(self, defaults: tc.JobSpec | None = None, on_change: Callable[[], None] | None = None):
+        d = defaults or tc.JobSpec(size="tiny", batch_size=8, seq_len=128, steps=30, warmup_steps=5)
+        self._on_change = on_change
+        self.size = w.Dropdown(options=[s for s in ("tiny", "small", "base")], value=d.size)
+        self.model = w.Dropdown(options=model_options(d.size), value=d.model)
+        self.profile = w.Dropdown(options=profile_options(), value=d.profile)
+        self.batch_size = w.IntText(value=d.batch_size, continuous_update=False)
+        self.seq_len = w.IntText(value=d.seq_len, continuous_update=False)
+        self.steps = w.IntText(value=d.steps, continuous_update=False)
+        self.warmup_steps = w.IntText(value=d.warmup_steps, continuous_update=False)
+        self.lr = w.FloatText(value=d.lr, continuous_update=False, step=1e-6)
+        self.precision = w.Dropdown(options=["fp32", "bf16", "fp16"], value=d.precision)
+        self.padding = w.Dropdown(options=["max_length", "longest"], value=d.padding)
+        self.debug = w.Checkbox(value=d.debug, indent=False)
+        self.rounds = w.IntText(value=1, continuous_update=False)
+        avail = self._avail = backend_availability()
+        self.backends: dict[str, w.Checkbox] = {}
+        for name in COMPILED_BACKENDS:
+            ok, reason = avail.get(name, (True, ""))
+            desc = name if ok else f"{name} (unavailable: {reason})"
+            cb = w.Checkbox(value=(name == "inductor" and ok), description=desc, indent=False,
+                            disabled=not ok, layout=w.Layout(width="auto"))
+            cb.add_class(f"tcb-backend-{name}")
+            self.backends[name] = cb
+        self.errors = {name: w.HTML("") for name in self.FIELDS + ("rounds", "backends")}
+        for name, err in self.errors.items():
+            err.add_class(f"tcb-error-{name.replace('_', '-')}")
+        for name in self.FIELDS + ("rounds",):
+            widget = getattr(self, name)
+            widget.add_class(f"tcb-{name.replace('_', '-')}")
+            widget.observe(self._changed, names="value")
+        for cb in self.backends.values():
+            cb.observe(self._changed, names="value")
+        self.size.observe(self._size_changed, names="value")
+        self.error: str = ""
+        self.spec: tc.JobSpec | None = None
+        self.validate()
+
+    # -- layout ------------------------------------------------------------------------------
+    def _row(self, label: str, name: str, widget: w.Widget | None = None) -> w.HBox:
+        widget = widget if widget is not None else getattr(self, name)
+        return w.HBox([w.Label(label, layout=_LABEL), widget, self.errors[name]],
+                      layout=w.Layout(align_items="center"))
+
+    def box(self) -> w.VBox:
+        rows = [
+            self._row("Model", "model"), self._row("Size preset", "size"),
+            self._row("Instance profile", "profile"), self._row("Batch size", "batch_size"),
+            self._row("Sequence length", "seq_len"), self._row("Steps", "steps"),
+            self._row("Warmup steps", "warmup_steps"), self._row("Learning rate", "lr"),
+            self._row("Compare against", "backends", w.HBox([w.Label("eager (always runs)"), *self.backends.values()])),
+            self._row("Rounds (A B A B …)", "rounds"),
+            self._row("Precision", "precision"), self._row("Padding", "padding"),
+            self._row("Debug log", "debug"),
+        ]
+        self.model.layout.width = "420px"
+        self.profile.layout.width = "420px"
+        return w.VBox(rows)
+
+    # -- values ------------------------------------------------------------------------------
+    def selected_backends(self) -> tuple[str, ...]:
+        return tuple(n for n, cb in self.backends.items() if cb.value and not cb.disabled)
+
+    def values(self) -> dict[str, Any]:
+        """The JobSpec keyword arguments the widgets describe."""
+        vals = {name: getattr(self, name).value for name in self.FIELDS}
+        vals["lr"] = float(vals["lr"])
+        try:
+            vals["memory_budget_gb"] = getattr(tc.profile(vals["profile"]), "memory_budget_gb", None)
+        except Exception:  # noqa: BLE001
+            pass
+        return vals
+
+    def set(self, **values: Any) -> None:
+        """Set several controls at once (``backends=("inductor",)`` ticks those boxes)."""
+        if "size" in values:
+            self.size.value = values.pop("size")
+        backends = values.pop("backends", None)
+        if backends is not None:
+            for name, cb in self.backends.items():
+                cb.value = name in backends
+        for name, value in values.items():
+            getattr(self, name).value = value
+        self.validate()
+
+    def validate(self) -> bool:
+        """Build the JobSpec; on error show the message next to the control it names."""
+        for err in self.errors.values():
+            err.value = ""
+        self.spec, self.error = None, ""
+        try:
+            spec = tc.JobSpec(**self.values())
+        except (ValueError, TypeError) as exc:
+            self._show_error(str(exc))
+            return False
+        if not self.selected_backends():
+            self._show_error("backends: tick at least one compiled backend (inductor or xla) to pair with eager", "backends")
+            return False
+        if not isinstance(self.rounds.value, int) or self.rounds.value < 1:
+            self._show_error(f"rounds={self.rounds.value!r} is not allowed; it must be a whole number >= 1", "rounds")
+            return False
+        self.spec = spec
+        return True
+
+    def _show_error(self, message: str, field: str | None = None) -> None:
+        self.error = message
+        if field is None:
+            m = re.match(r"\s*([a-z_]+)=", message)
+            field = m.group(1) if m else None
+        target = self.errors.get(field or "", None)
+        if target is None:  # e.g. memory_budget_gb: show it beside the profile
+            target = self.errors["profile"]
+        target.value = f"<span style='{_ERROR_STYLE}'>⚠ {html.escape(message)}</span>"
+
+    def _size_changed(self, change: dict) -> None:
+        current = self.model.value
+        self.model.options = model_options(change["new"])
+        if current in [v for _, v in self.model.options]:
+            self.model.value = current
+
+    def _changed(self, _change: dict) -> None:
+        self.validate()
+        if self._on_change is not None:
+            self._on_change()
+
+    def set_disabled(self, disabled: bool) -> None:
+        for name in self.FIELDS + ("rounds",):
+            getattr(self, name).disabled = disabled
+        for name, cb in self.backends.items():
+            cb.disabled = disabled or not self._avail.get(name, (True, ""))[0]

@@ -1,0 +1,281 @@
+"""Live views: per-job progress bars and one plotly FigureWidget (four panels), fed by observer events.
+
+One FigureWidget, not four: each FigureWidget ships plotly's ~5 MB widget bundle to the browser and
+anywidget gives a model 2 s to start — on a busy 2-core machine four of them time out and then
+ignore every update. The figure is born with one trace per panel for every backend (Voilà draws
+only what a widget held when the page connected); a run shows the backends it uses
+(``visible``) and updates points in place inside ``batch_update()`` — traces are never added or
+deleted after display.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+import threading
+import time
+from typing import Any
+
+import ipywidgets as w
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from tcbench import BACKENDS, plots
+
+PANELS = ("throughput", "memory", "loss", "step_time")
+_TITLES = ("Throughput (samples/s, higher is better)", "Peak memory (MB)", "Training loss",
+           "Step time (ms, log); shaded: warmup = compiling")
+_AXES = {"throughput": ("x", "y"), "memory": ("x2", "y2"), "loss": ("x3", "y3"), "step_time": ("x4", "y4")}
+WIDTH, HEIGHT = 940, 660
+
+
+def _color(backend: str) -> str:
+    return plots.color(backend)  # one colour per backend everywhere (panel, report, notebooks)
+
+
+def speedup_label(backend: str, value: float | None) -> str:
+    if backend == "eager":
+        return "baseline"
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value:.2f}× vs eager"
+
+
+def _num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _new_figure(shown: list[str]) -> go.FigureWidget:
+    """The four panels with a trace per (panel, backend) for every backend, the unused ones hidden."""
+    fig = make_subplots(rows=2, cols=2, subplot_titles=_TITLES, vertical_spacing=0.16, horizontal_spacing=0.1)
+    for panel, (row, col) in zip(PANELS, ((1, 1), (1, 2), (2, 1), (2, 2))):
+        for b in BACKENDS:
+            common = dict(name=b, legendgroup=b, visible=b in shown, meta=panel)
+            if panel in ("throughput", "memory"):
+                fig.add_trace(go.Bar(x=[b], y=[0], text=[""], textposition="outside", cliponaxis=False,
+                                     marker_color=_color(b), showlegend=False, **common), row=row, col=col)
+            else:
+                fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", line=dict(color=_color(b)),
+                                         marker=dict(size=4), showlegend=panel == "loss", **common), row=row, col=col)
+    fig.update_layout(width=WIDTH, height=HEIGHT, autosize=False, template="plotly_white",
+                      margin=dict(l=60, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.08, x=0.5,
+                                                                       xanchor="center"))
+    fig.update_xaxes(title_text="step", row=2)
+    fig.update_yaxes(type="log", row=2, col=2)  # the compile spike is 100× a steady step: log keeps both readable
+    return go.FigureWidget(fig)
+
+
+class _Series:
+    """Points of one backend gathered from step events (thread-safe append, copied on flush)."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.step_ms: list[float] = []
+        self.loss_steps: list[int] = []
+        self.losses: list[float] = []
+        self.steady_s: list[float] = []
+        self.peak_mb = 0.0
+        self.warmup_last: int | None = None
+        self.batch = 0
+
+    def add(self, rec: Any, batch_size: int) -> None:
+        self.steps.append(rec.step)
+        self.step_ms.append(rec.step_s * 1e3)
+        if rec.loss is not None and math.isfinite(rec.loss):
+            self.loss_steps.append(rec.step)
+            self.losses.append(rec.loss)
+        if rec.warmup:
+            self.warmup_last = rec.step if self.warmup_last is None else max(self.warmup_last, rec.step)
+        else:
+            self.steady_s.append(rec.step_s)
+        self.peak_mb = max(self.peak_mb, (rec.mem_bytes or 0) / 2**20)
+        self.batch = batch_size
+
+    @property
+    def samples_s(self) -> float | None:
+        return self.batch / statistics.median(self.steady_s) if self.steady_s else None
+
+
+class LiveFigures:
+    """Throughput, memory, loss and step-time panels for the backends of one comparison."""
+
+    def __init__(self, backends: list[str]):
+        self.backends = list(backends)
+        self.figure = _new_figure(self.backends)
+        self.figure.add_class("tcb-figure")
+        self._index = {(t.meta, t.name): i for i, t in enumerate(self.figure.data)}
+        self._lock = threading.Lock()
+        self._series: dict[str, _Series] = {}
+        self._speedups: dict[str, float] = {}
+        self._dirty = False
+        self._last_flush = 0.0
+        self.budget_mb: float | None = None
+
+    def box(self) -> w.Widget:
+        return w.Box([self.figure], layout=w.Layout(overflow="auto", width="100%"))
+
+    def trace(self, panel: str, backend: str) -> Any:
+        return self.figure.data[self._index[(panel, backend)]]
+
+    # -- a new run -----------------------------------------------------------------------------
+    def reset(self, backends: list[str], budget_mb: float | None = None) -> None:
+        """Empty the panels and show one trace (line or bar) per backend of the new run."""
+        with self._lock:
+            self.backends = [b for b in backends if (PANELS[0], b) in self._index]
+            self._series = {b: _Series() for b in self.backends}
+            self._speedups = {}
+            self.budget_mb = budget_mb
+            self._dirty = False
+        fig = self.figure
+        with fig.batch_update():
+            for t in fig.data:
+                t.visible = t.name in self.backends
+                if t.type == "bar":
+                    t.y, t.text = [0], [""]
+                else:
+                    t.x, t.y = [None], [None]
+            fig.layout.shapes = self._budget_shapes()
+            fig.layout.annotations = [a for a in fig.layout.annotations if a.text in _TITLES]
+            fig.layout.yaxis2.type = "log" if budget_mb else "linear"  # the budget is often 100× a small job's peak
+
+    def _budget_shapes(self) -> list[dict]:
+        if not self.budget_mb:
+            return []
+        return [dict(type="line", xref="x2 domain", x0=0, x1=1, yref="y2", y0=self.budget_mb, y1=self.budget_mb,
+                     line=dict(color="#b00020", dash="dash"),
+                     label=dict(text=f"memory budget {self.budget_mb / 1024:.1f} GiB", textposition="end",
+                                yanchor="top", font=dict(color="#b00020", size=11)))]
+
+    # -- events (any thread) ----------------------------------------------------------------------
+    def add_step(self, backend: str, record: Any, batch_size: int) -> None:
+        with self._lock:
+            self._series.setdefault(backend, _Series()).add(record, batch_size)
+            self._dirty = True
+
+    def set_result(self, backend: str, result: Any, speedup: float | None = None) -> None:
+        """A job ended: its bars take the result's figures (the live estimate until then)."""
+        with self._lock:
+            s = self._series.setdefault(backend, _Series())
+            if _num(result.samples_s) and s.batch:
+                s.steady_s = [s.batch / result.samples_s]
+            if result.peak_mem_bytes is not None:
+                s.peak_mb = result.peak_mem_bytes / 2**20
+            if speedup is not None:
+                self._speedups[backend] = speedup
+            self._dirty = True
+
+    def flush(self, force: bool = False, min_interval: float = 0.3) -> None:
+        """Push gathered points to the figure in one update (at most every ``min_interval`` seconds)."""
+        now = time.monotonic()
+        if not self._dirty or (not force and now - self._last_flush < min_interval):
+            return
+        with self._lock:
+            self._dirty, self._last_flush = False, now
+            snap = {b: (list(s.steps), list(s.step_ms), list(s.loss_steps), list(s.losses), s.samples_s,
+                        s.peak_mb, s.warmup_last) for b, s in self._series.items() if (PANELS[0], b) in self._index}
+            speedups = dict(self._speedups)
+        eager_tp = snap["eager"][4] if "eager" in snap else None
+        shapes = self._budget_shapes()
+        warm = [v[6] for v in snap.values() if v[6] is not None]
+        starts = [min(v[0]) for v in snap.values() if v[0]]
+        if warm and starts:
+            shapes.append(dict(type="rect", xref="x4", yref="y4 domain", x0=min(starts) - 0.5, x1=max(warm) + 0.5,
+                               y0=0, y1=1, fillcolor="#ffcc80", opacity=0.3, line=dict(width=0), layer="below"))
+        with self.figure.batch_update():
+            for b, (steps, step_ms, loss_steps, losses, tp, peak, _) in snap.items():
+                if steps:
+                    t = self.trace("step_time", b)
+                    t.x, t.y = steps, step_ms
+                if loss_steps:
+                    t = self.trace("loss", b)
+                    t.x, t.y = loss_steps, losses
+                sp = speedups.get(b)
+                if sp is None and b != "eager" and eager_tp and tp:
+                    sp = tp / eager_tp
+                t = self.trace("throughput", b)
+                t.y, t.text = [tp or 0], [speedup_label(b, sp) if tp else ""]
+                t = self.trace("memory", b)
+                t.y, t.text = [peak], [f"{peak:.0f} MB" if peak else ""]
+            self.figure.layout.shapes = shapes
+
+    def load(self, cmp: Any, budget_gb: float | None = None) -> None:
+        """Redraw from a finished (or stored) comparison: curves of round 0 from the shared
+        ``tcbench.plots.collect_*`` DataFrames, bars from ``summary()``."""
+        summary = cmp.summary()
+        self.reset(list(summary["backend"]), budget_mb=budget_gb * 1024 if budget_gb else None)
+        losses, times = plots.collect_losses(cmp), plots.collect_step_times(cmp)
+        first_run = times.groupby("backend", sort=False)["run_id"].first().to_dict() if len(times) else {}
+        with self._lock:
+            for backend, run_id in first_run.items():
+                s = self._series.setdefault(backend, _Series())
+                t = times[(times["backend"] == backend) & (times["run_id"] == run_id)].sort_values("step")
+                l = losses[(losses["backend"] == backend) & (losses["run_id"] == run_id)].sort_values("step")
+                s.steps, s.step_ms = t["step"].astype(int).tolist(), t["step_ms"].astype(float).tolist()
+                s.loss_steps, s.losses = l["step"].astype(int).tolist(), l["loss"].astype(float).tolist()
+                warm = t.loc[t["warmup"].astype(bool), "step"]
+                s.warmup_last = int(warm.max()) if len(warm) else None
+            for row in summary.to_dict("records"):
+                s = self._series.setdefault(row["backend"], _Series())
+                tp, mem, sp = row.get("samples_s"), row.get("peak_mem_mb"), row.get("speedup")
+                s.batch, s.steady_s = (1, [1 / tp]) if _num(tp) else (0, [])
+                s.peak_mb = float(mem) if _num(mem) else 0.0
+                if _num(sp):
+                    self._speedups[row["backend"]] = float(sp)
+            self._dirty = True
+        self.flush(force=True)
+
+    def traces(self) -> dict[str, list[str]]:
+        """What is drawn, per panel: the visible backends with points, and the texts on the throughput bars."""
+        out: dict[str, list[str]] = {p: [] for p in PANELS}
+        for t in self.figure.data:
+            if t.visible is not False and t.y is not None and any(v for v in t.y if v is not None):
+                out[t.meta].append(t.name)
+        out["throughput_text"] = [str(x) for t in self.figure.data if t.meta == "throughput" and t.visible is not False
+                                  for x in (t.text or ()) if x]
+        return out
+
+
+class JobProgress:
+    """One progress bar per job: step n/N, current loss, samples/s, then the job's status."""
+
+    def __init__(self) -> None:
+        self.box = w.VBox([])
+        self.box.add_class("tcb-progress")
+        self._rows: dict[str, tuple[w.IntProgress, w.HTML]] = {}
+
+    def clear(self) -> None:
+        self._rows = {}
+        self.box.children = ()
+
+    def start(self, job: str, steps: int) -> None:
+        bar = w.IntProgress(value=0, min=0, max=max(steps, 1), layout=w.Layout(width="260px"))
+        bar.add_class("tcb-progress-bar")
+        text = w.HTML(f"<code>{html.escape(job)}</code> starting…")
+        text.add_class("tcb-progress-text")
+        self._rows[job] = (bar, text)
+        self.box.children = (*self.box.children, w.HBox([bar, text], layout=w.Layout(align_items="center")))
+
+    def step(self, job: str, record: Any, steps: int) -> None:
+        if job not in self._rows:
+            self.start(job, steps)
+        bar, text = self._rows[job]
+        bar.value = min(bar.value + 1, bar.max)  # one event per step, whatever the step numbering
+        loss = "—" if record.loss is None else f"{record.loss:.4f}"
+        phase = " (warmup)" if record.warmup else ""
+        text.value = (f"<code>{html.escape(job)}</code> step {bar.value}/{steps}{phase} · loss {loss} · "
+                      f"{record.samples_s:.1f} samples/s")
+
+    def end(self, job: str, result: Any) -> None:
+        if job not in self._rows:
+            self.start(job, result.spec.steps)
+        bar, text = self._rows[job]
+        status = result.status
+        bar.bar_style = {"ok": "success", "interrupted": "warning"}.get(status, "danger")
+        if status == "ok":
+            bar.value = bar.max
+            tail = f"{result.samples_s:.1f} samples/s" if result.samples_s else ""
+        else:
+            reason = (result.error or "").strip().splitlines()
+            tail = html.escape(reason[-1][:200]) if reason else ""
+        text.value = f"<code>{html.escape(job)}</code> <b>{status}</b> {tail}"
