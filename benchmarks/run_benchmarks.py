@@ -27,6 +27,8 @@ sys.path.insert(0, str(HERE.parent))
 
 import tcbench as tc  # noqa: E402
 
+THREADS = len(os.sched_getaffinity(0))
+
 HAND_LOOP = r'''
 import json, os, statistics, sys, time
 import torch
@@ -63,7 +65,7 @@ def hand_loop(spec: tc.JobSpec) -> float:
 
 def bench_config(model: str, size: str, steps: int) -> list[dict]:
     spec = tc.JobSpec(model=model, size=size, batch_size=8, seq_len=128, steps=steps, warmup_steps=5, lr=1e-3,
-                      threads=len(os.sched_getaffinity(0)), loss_every=5)
+                      threads=THREADS, loss_every=5)
     tc.compare(spec, backends=["inductor", "xla"])                      # fills the persistent caches
     warm = tc.compare(spec, backends=["inductor", "xla"])               # the measured, warm-cache round
     cold = {b: tc.run(dataclasses.replace(spec, backend=b, cache="cold")) for b in ("inductor", "xla")}
@@ -79,7 +81,7 @@ def bench_config(model: str, size: str, steps: int) -> list[dict]:
 
 def overhead(model: str, size: str, steps: int) -> dict:
     spec = tc.JobSpec(model=model, size=size, batch_size=8, seq_len=128, steps=steps, warmup_steps=5, lr=1e-3,
-                      threads=len(os.sched_getaffinity(0)), dropout=None)
+                      threads=THREADS, dropout=None)
     pairs = []
     for _ in range(2):   # alternate A B A B: the machine is shared and noisy
         job = tc.run(spec).median_step_s
@@ -97,7 +99,7 @@ def _fmt(v, spec=".1f") -> str:
 
 
 def markdown(rows: list[dict], over: list[dict], machine: str) -> str:
-    lines = [f"Measured {time.strftime('%Y-%m-%d')} on {machine}; batch 8, seq 128, fp32, warm cache unless noted.", "",
+    lines = [f"Measured {time.strftime('%Y-%m-%d')} on {machine}, {THREADS} thread(s) per job; batch 8, seq 128, fp32, warm cache unless noted.", "",
              "| model | size | backend | status | median step ms | samples/s | speedup vs eager | compile cold s | "
              "compile warm s | peak mem MiB | MFU | break-even steps |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -116,21 +118,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="bert-base-cased tiny only")
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads per job (default: all cores; use 1 on a busy machine: OpenMP's spinning "
+                         "threads slow down many-fold when another process holds a core)")
     a = ap.parse_args()
+    global THREADS
+    THREADS = a.threads or THREADS
     os.environ.setdefault("TCBENCH_DB", str(Path(tempfile.gettempdir()) / "tcbench-bench.db"))
     configs = [("bert-base-cased", "tiny")] if a.quick else [("bert-base-cased", "tiny"), ("bert-base-cased", "small"),
                                                                ("gpt2", "tiny"), ("gpt2", "small")]
     rows, over = [], []
+    label = tc.profile("this-machine").label
+
+    def save() -> None:   # after every configuration: a long run that is cut short keeps what it measured
+        (HERE / "results.md").write_text(markdown(rows, over, label))
+        (HERE / "results.json").write_text(json.dumps({"rows": rows, "overhead": over}, indent=1, default=str))
+
+    for model, size in configs[:1] + [c for c in configs[1:2] if not a.quick]:
+        over.append(overhead(model, size, a.steps))
+        save()
     for model, size in configs:
         print(f"== {model} {size}", flush=True)
         rows += bench_config(model, size, a.steps)
-    for model, size in configs[:2] if not a.quick else configs:
-        over.append(overhead(model, size, a.steps))
-    local = tc.profile("this-machine")
-    md = markdown(rows, over, local.label)
-    print(md)
-    (HERE / "results.md").write_text(md)
-    (HERE / "results.json").write_text(json.dumps({"rows": rows, "overhead": over}, indent=1, default=str))
+        save()
+    print(markdown(rows, over, label))
 
 
 if __name__ == "__main__":

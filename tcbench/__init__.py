@@ -18,11 +18,14 @@ from ._catalog import MODELS, SIZES, models_table
 from ._compare import Comparison, compare, load_comparison
 from ._cost import cost, cost_table, savings_pct
 from ._history import comparisons, get_run, runs, steps
+from ._maxbatch import MaxBatchResult, find_max_batch
 from ._profiles import Profile, profile, profile_names, profiles
 from ._results import JobResult, StepRecord
 from ._runner import backend_status, run
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec
 from ._store import Store
+from ._tuning import RetuneResult, retune_lr
+from ._twostage import TwoStageResult, two_stage
 
 __version__ = "0.1.0"
 
@@ -53,5 +56,6 @@ __all__ = [
     "JobSpec", "JobResult", "StepRecord", "Comparison", "Store", "Profile",
     "run", "compare", "load_comparison", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "build_model", "profiles", "profile", "profile_names",
-    "cost", "cost_table", "savings_pct", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
+    "cost", "cost_table", "savings_pct", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult",
+    "two_stage", "TwoStageResult", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
 ]

@@ -2,7 +2,8 @@
 
 The parent never busy-waits: a reader thread blocks on the job's pipe and hands messages over a
 queue; the parent waits on that queue with a timeout and checks the stop event and the deadline
-between messages. Step records are written to the store as they arrive.
+between messages. Step records are written to the store as they arrive (batched, at most 0.5 s late),
+so a job killed mid-run keeps every step it reported.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from ._store import Store, home
 
 Observer = Callable[[dict], None]
 _POLL_S = 0.25
+# Step records reach the store in small batches: one SQLite commit per step would wake this process
+# (and steal a core from the job's OpenMP threads) on every step of a fast job.
+_FLUSH_S = 0.5
 
 
 def backend_status(name: str) -> tuple[bool, str]:
@@ -135,7 +139,12 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, s
     reader = threading.Thread(target=_reader, args=(os.fdopen(read_fd), q), daemon=True)
     reader.start()
     end, stopped, timed_out = None, False, False
+    pending: list[StepRecord] = []   # steps not yet in the store (flushed at least every _FLUSH_S)
+    last_flush = time.monotonic()
     while True:
+        if pending and (q.empty() or time.monotonic() - last_flush > _FLUSH_S):
+            store.add_steps(result.run_id, pending)
+            pending, last_flush = [], time.monotonic()
         if stop is not None and stop.is_set():
             stopped = True
             _kill(proc)
@@ -148,7 +157,9 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, s
             continue
         if msg is None:
             break
-        end = _handle(msg, result, store, notify, job) or end
+        end = _handle(msg, result, pending, notify, job) or end
+    if pending:
+        store.add_steps(result.run_id, pending)
     proc.wait()
     result.wall_s = time.monotonic() - t0
     after = _count_files(cache / spec.backend if spec.backend == "xla" else cache / "inductor")
@@ -160,14 +171,14 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, s
     _conclude(result, end, proc.returncode, stopped, timed_out, spec)
 
 
-def _handle(msg: dict, result: JobResult, store: Store, notify: Observer, job: str) -> dict | None:
+def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: str) -> dict | None:
     kind = msg.get("type")
     base = {"job": job, "backend": result.spec.backend, "run_id": result.run_id}
     if kind == "step":
         rec = StepRecord(**{k: msg[k] for k in ("step", "step_s", "samples_s", "tokens_s", "mem_bytes", "loss",
                                                 "warmup", "seq_len")})
         result.records.append(rec)
-        store.add_step(result.run_id, rec)
+        pending.append(rec)
         notify({"type": "step", **base, "record": rec})
     elif kind == "meta":
         result.n_params, result.flops_per_step, result.device = msg["n_params"], msg["flops_per_step"], msg["device"]

@@ -97,6 +97,18 @@ class Store:
                     (run_id, rec.step, rec.step_s, rec.samples_s, rec.tokens_s, rec.mem_bytes, rec.loss,
                      int(rec.warmup), rec.seq_len))
 
+    def add_steps(self, run_id: int, recs: list[StepRecord]) -> None:
+        """Several steps in one transaction."""
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.executemany("INSERT OR REPLACE INTO steps VALUES (?,?,?,?,?,?,?,?,?)",
+                            [(run_id, r.step, r.step_s, r.samples_s, r.tokens_s, r.mem_bytes, r.loss, int(r.warmup),
+                              r.seq_len) for r in recs])
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
     def finish_run(self, run_id: int, figures: dict[str, Any], extra: dict[str, Any]) -> None:
         cols = [c for c in RESULT_COLUMNS if c in figures]
         sets = ", ".join(f"{c}=?" for c in cols)

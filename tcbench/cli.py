@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("comparison_id", type=int)
     p.add_argument("--out", default="report.html")
     p.set_defaults(func=cmd_report)
+    from ._cli_tuning import add_subcommands
+
+    add_subcommands(sub)
     return ap
 
 

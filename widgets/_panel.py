@@ -21,6 +21,7 @@ import tcbench as tc
 from ._controls import Controls
 from ._history import History
 from ._live import JobProgress, LiveFigures
+from ._tuning import TuningTab
 from ._report import failures_html, summary_table_html, words_html
 
 _CSS = w.HTML("<style>.tcb-panel .widget-label{min-width:0}.tcb-status{font-size:13px}"
@@ -77,11 +78,8 @@ class Workbench:
     # -- layout ----------------------------------------------------------------------------------
     def _layout(self) -> w.VBox:
         run_tab = w.VBox([self.controls.box(), w.HBox([self.run_button, self.stop_button]), self.status])
-        tuning = w.HTML("<p><b>Find max batch</b> and <b>Retune LR</b> — the largest batch that fits native vs "
-                        "compiled, and the learning rate to use after the batch-size change (linear or "
-                        "square-root rule, then a search). Coming with <code>tc.find_max_batch</code> and "
-                        "<code>tc.retune_lr</code>.</p>")
-        tuning.add_class("tcb-tuning")
+        self.tuning = TuningTab(self.controls)
+        tuning = self.tuning.box
         self.tabs = w.Tab(children=[run_tab, self.history.box, tuning])
         for i, title in enumerate(("Run", "History", "Batch & LR")):
             self.tabs.set_title(i, title)

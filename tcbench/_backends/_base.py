@@ -64,7 +64,15 @@ def adamw(params: Any, spec: JobSpec, device_type: str, fused: bool) -> Any:
     return torch.optim.AdamW(params, lr=spec.lr, foreach=True)
 
 
-def local_device() -> Any:
+def local_device(spec: JobSpec | None = None) -> Any:
+    """CUDA when present (capped to the profile's per-device memory when the GPU is larger), else CPU."""
     import torch
 
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    if spec is not None and spec.memory_budget_gb:
+        total = torch.cuda.get_device_properties(0).total_memory
+        fraction = spec.memory_budget_gb * 2**30 / total
+        if fraction < 1.0:   # the result is then what an instance with that much memory would give
+            torch.cuda.set_per_process_memory_fraction(fraction)
+    return torch.device("cuda")

@@ -18,7 +18,7 @@ class EagerBackend:
         return True, "native PyTorch"
 
     def setup(self, spec: JobSpec, cache_dir: str) -> Any:
-        self.device = local_device()
+        self.device = local_device(spec)
         self.spec = spec
         return self.device
 

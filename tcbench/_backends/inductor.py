@@ -25,7 +25,7 @@ class InductorBackend:
         return True, "torch.compile (Inductor)"
 
     def setup(self, spec: JobSpec, cache_dir: str) -> Any:
-        self.device = local_device()
+        self.device = local_device(spec)
         self.spec = spec
         return self.device
 

@@ -1,0 +1,247 @@
+"""Learning-rate retuning: the study logic against a fake job (fast), then real jobs on the shipped task.
+
+Seeds and counts are stated in each test. The integration tests use the tiny BERT at seq_len 32,
+eager backend, dropout off, 2 threads.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tcbench import JobSpec
+from tcbench._results import JobResult, StepRecord
+from tcbench._tuning import retune_lr, rule_lrs
+
+OPT = 3e-3   # the fake job's best learning rate
+
+
+def _fake_run(calls: list):
+    """A stand-in for tcbench._runner.run: loss curves whose quality depends on lr; NaN for lr > 0.015."""
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None):
+        calls.append(spec)
+        notify = observer or (lambda e: None)
+        res = JobResult(spec=spec, status="ok", run_id=len(calls))
+        rate = 0.25 * math.exp(-math.log10(spec.lr / OPT) ** 2)
+        loss = 0.7
+        for step in range(spec.steps):
+            if stop is not None and stop.is_set():
+                res.status, res.error = "interrupted", "stopped"
+                return res
+            loss = float("nan") if spec.lr > 0.015 and step >= 2 else 0.05 + (loss - 0.05) * (1 - rate)
+            rec = StepRecord(step=step, step_s=0.01, samples_s=100.0, tokens_s=1e3, mem_bytes=0, loss=loss)
+            res.records.append(rec)
+            notify({"type": "step", "record": rec, "run_id": res.run_id})
+            if not math.isfinite(loss):
+                res.status, res.error = "diverged", f"loss became nan at step {step}"
+                return res
+        res.extra["eval_loss"] = loss + 0.02
+        return res
+    return run
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    import tcbench._runner as runner
+
+    calls: list = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    return calls
+
+
+SPEC = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, steps=20, warmup_steps=1, lr=1e-3,
+               dropout=0.0, threads=2)
+
+
+def test_rules():
+    lin, sq = rule_lrs(1e-3, 8, 32)
+    assert lin == pytest.approx(4e-3) and sq == pytest.approx(2e-3)
+
+
+def test_rules_run_first_then_search_in_range(fake, store):
+    res = retune_lr(SPEC, 32, n_trials=8, seed=0, store=store)
+    t = res.trials.sort_values("number")
+    assert list(t.rule[:2]) == ["linear", "sqrt"]
+    assert t.lr.iloc[0] == pytest.approx(4e-3) and t.lr.iloc[1] == pytest.approx(2e-3)
+    assert all(res.low <= lr <= res.high for lr in t.lr)
+    assert res.low == pytest.approx(2e-3 / 4) and res.high == pytest.approx(4e-3 * 4)
+    assert [s.batch_size for s in fake] == [32] * len(fake) and all(s.eval_batches == 8 for s in fake)
+    assert res.best_value <= res.linear_value and res.best_value <= res.sqrt_value
+    assert res.linear_value is not None and res.sqrt_value is not None
+    assert res.total_steps <= res.grid_steps == 8 * 20
+    assert set(res.plots()) == {"history", "lr", "intermediate"}
+    assert (store.comparisons().kind == "retune").any()
+
+
+def test_pruning_and_nan_do_not_stop_the_study(fake, store):
+    # search_factor 50 puts lr > 0.015 in range: those trials diverge (FAIL), the study carries on
+    res = retune_lr(SPEC, 32, n_trials=14, seed=1, sampler="random", search_factor=50.0, store=store)
+    states = res.trials.state.value_counts().to_dict()
+    assert len(res.trials) == 14
+    assert states.get("PRUNED", 0) >= 1, res.trials
+    assert res.n_pruned == states["PRUNED"]
+    pruned = res.trials[res.trials.state == "PRUNED"]
+    assert (pruned.steps_run < 20).all() and (pruned.status == "pruned").all()
+    assert res.total_steps < res.grid_steps
+    failed = res.trials[res.trials.state == "FAIL"]
+    assert (failed.lr > 0.015).any() and failed.reason.str.contains("nan").all(), res.trials
+    assert res.best_lr is not None and 1e-3 < res.best_lr < 1e-2
+
+
+def test_resume_from_storage_marks_stale_and_reenqueues(fake, store, tmp_path):
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    first = retune_lr(SPEC, 32, n_trials=3, storage=url, study_name="s", seed=0, store=store)
+    assert len(first.trials) == 3
+    # a process killed mid-trial leaves a RUNNING trial behind
+    study = optuna.load_study(study_name="s", storage=url)
+    study.ask()
+    again = retune_lr(SPEC, 32, n_trials=6, storage=url, study_name="s", seed=0, store=store)
+    t = again.trials
+    assert len(t) == 7 and (t.state == "FAIL").sum() == 1
+    assert "ended" in t[t.state == "FAIL"].reason.iloc[0]
+    assert list(t.number[:3]) == list(first.trials.number) and list(t.lr[:3]) == list(first.trials.lr)
+    assert len(fake) == 3 + 3          # only the missing trials ran; the rules were not run twice
+    with pytest.raises(ValueError, match="other settings"):
+        retune_lr(SPEC, 64, n_trials=6, storage=url, study_name="s", store=store)
+
+
+@pytest.mark.parametrize("kw,field", [(dict(new_batch_size=0), "new_batch_size"), (dict(n_trials=0), "n_trials"),
+                                       (dict(search_factor=0.5), "search_factor"), (dict(sampler="grid"), "sampler"),
+                                       (dict(pruner="x"), "pruner"), (dict(storage="nope"), "storage"),
+                                       (dict(eval_batches=0), "eval_batches"), (dict(steps=1), "steps")])
+def test_bad_input(kw, field, store, fake):
+    args = dict(new_batch_size=32, store=store) | kw
+    with pytest.raises(ValueError, match=field):
+        retune_lr(SPEC, **args)
+
+
+def test_extra_guess_that_diverges_is_failed_not_fatal(fake, store):
+    res = retune_lr(SPEC, 32, n_trials=5, seed=0, extra_lrs=[0.5], store=store)
+    t = res.trials.sort_values("number")
+    assert list(t.rule[:3]) == ["linear", "sqrt", "extra0"] and res.high == pytest.approx(0.5)
+    assert t.state.iloc[2] == "FAIL" and t.status.iloc[2] == "diverged" and "nan" in t.reason.iloc[2]
+    assert len(t) == 5 and res.best_lr is not None
+
+
+def test_plots_mark_both_rules_and_pruned_trials(fake, store):
+    res = retune_lr(SPEC, 32, n_trials=8, seed=0, store=store)
+    figs = res.plots()
+    lines = [sh for sh in figs["lr"].layout.shapes]
+    assert len(lines) == 3                                       # linear, sqrt, best
+    assert sorted(round(10 ** sh.x0, 6) for sh in lines[:2]) == [0.002, 0.004]
+    inter = figs["intermediate"]
+    assert {t.legendgroup for t in inter.data} >= {"COMPLETE"}
+    if res.n_pruned:
+        assert "PRUNED" in {t.legendgroup for t in inter.data}
+
+
+def test_time_to_loss_and_pick_batch():
+    from tcbench._maxbatch import MaxBatchResult
+    from tcbench._twostage import final_smoothed_loss, pick_batch, time_to_loss
+
+    res = JobResult(spec=SPEC, status="ok", records=[StepRecord(step=i, step_s=0.5, samples_s=1, tokens_s=1, mem_bytes=0,
+                                                                loss=1.0 - 0.1 * i) for i in range(8)])
+    assert time_to_loss(res, 10.0, smoothing=1.0) == 0.5
+    assert time_to_loss(res, 0.45, smoothing=1.0) == pytest.approx(3.5)   # loss 0.4 at step 6: 7 steps of 0.5 s
+    assert time_to_loss(res, -1.0) is None
+    assert final_smoothed_loss(res, smoothing=1.0) == pytest.approx(0.3)
+    mb = MaxBatchResult(spec=SPEC, profile="this-machine", budget_gb=1.0, backends=["eager"])
+    mb.probe_rows = [dict(backend="eager", batch_size=b, status="ok" if f else "oom", fits=f, peak_mem_mb=1.0,
+                          samples_s=s, wall_s=1.0, run_id=i, reason="") for i, (b, f, s) in
+                     enumerate([(8, True, 100.0), (16, True, 180.0), (32, True, 175.0), (64, False, None)])]
+    assert pick_batch(mb, "eager") == 16 and pick_batch(mb, "inductor") is None
+
+
+# -- real jobs on the shipped learnable task (eager, tiny BERT, seq 32, dropout off, 2 threads) --------
+TASK = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, steps=30, warmup_steps=1, lr=1e-3,
+               seed=0, dropout=0.0, threads=2)
+HUGE_LR = 1e4   # AdamW's decoupled weight decay multiplies weights by (1 - lr·0.01) = -99 per step: overflow, NaN
+
+
+@pytest.mark.integration
+def test_real_retune_rules_first_pruning_and_no_worse_than_linear(store):
+    """TPE seed 0, 6 trials of 30 steps at batch 32 (k = 4), held-out loss over 4 eval batches."""
+    res = retune_lr(TASK, 32, n_trials=6, seed=0, eval_batches=4, search_factor=10.0, store=store)
+    t = res.trials.sort_values("number")
+    assert list(t.rule[:2]) == ["linear", "sqrt"], t
+    assert t.lr.iloc[0] == pytest.approx(4e-3) and t.lr.iloc[1] == pytest.approx(2e-3)
+    assert (t.state.iloc[:2] == "COMPLETE").all(), t
+    assert res.n_pruned >= 1, t
+    assert res.total_steps < res.grid_steps == 6 * 30
+    assert res.best_value <= res.linear_value           # the retuned lr is no worse than the linear rule
+    runs = store.comparison_runs(res.comparison_id)
+    assert set(runs.run_id) == set(t.run_id) and (runs.batch_size == 32).all()
+    pruned = runs[runs.run_id.isin(t[t.state == "PRUNED"].run_id)]
+    assert (pruned.status == "interrupted").all()
+
+
+def _count_complete(path) -> int:
+    import sqlite3
+
+    if not path.exists():
+        return 0
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            return con.execute("SELECT count(*) FROM trials WHERE state='COMPLETE'").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:   # tables not created yet, or locked for a moment
+        return 0
+
+
+@pytest.mark.integration
+def test_real_study_resumes_after_its_process_is_killed_and_nan_does_not_stop_it(tmp_path):
+    """Run the study in a child process, SIGKILL it after >= 1 finished trial, resume it here.
+
+    The study also holds a huge learning rate (an extra guess, so in range): that trial diverges (NaN)
+    and is FAIL with its reason, and the trials after it still run. TPE seed 0, 4 trials of 16 steps.
+    """
+    import optuna
+
+    from tcbench import Store
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    kw = dict(n_trials=4, storage=url, study_name="killed", steps=16, eval_batches=2, seed=0, extra_lrs=[HUGE_LR])
+    script = textwrap.dedent(f"""
+        from tcbench import JobSpec, Store
+        from tcbench._tuning import retune_lr
+        retune_lr(JobSpec.from_json({TASK.to_json()!r}), 16, store=Store({str(tmp_path / 't.db')!r}), **{kw!r})
+    """)
+    log = open(tmp_path / "child.log", "w")
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True, stdout=log, stderr=log)
+    finished = 0
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None and not finished:
+            time.sleep(1.0)
+            finished = _count_complete(tmp_path / "study.db")   # read-only: never races the child's schema setup
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)   # the study process and the job it was running
+        proc.wait()
+        log.close()
+    assert finished, "no trial finished before the deadline: " + (tmp_path / "child.log").read_text()[-3000:]
+    done = [(t.number, t.params["lr"], t.value) for t in optuna.load_study(study_name="killed", storage=url).get_trials()
+            if t.state.name == "COMPLETE"]
+    assert len(done) < 4
+    res = retune_lr(TASK, 16, store=Store(tmp_path / "t2.db"), **kw)
+    t = res.trials
+    kept = {(r.number, r.lr, r.value) for r in t.itertuples() if r.state == "COMPLETE"}
+    assert set(done) <= kept                     # what finished before the kill is still there
+    counted = t[(t.state != "FAIL") | (t.status != "")]
+    assert len(counted) == 4                     # only the missing trials ran
+    assert res.linear_value is not None and res.sqrt_value is not None
+    huge = t[t.rule == "extra0"]
+    assert len(huge) == 1 and huge.state.iloc[0] == "FAIL" and huge.status.iloc[0] == "diverged", t
+    assert "loss became" in huge.reason.iloc[0]
+    assert t.number.max() > huge.number.iloc[0]     # the study went on after the NaN trial
