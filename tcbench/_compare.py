@@ -96,6 +96,18 @@ class Comparison:
             frames.append(df)
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
+    def costs(self, profile: str | None = None, dataset_size: int = 100_000) -> pd.DataFrame:
+        """$ per 1,000 steps, per epoch of ``dataset_size`` samples and per 1M tokens on ``profile`` (default:
+        the spec's), from the measured throughput, and the % saved by compiling (``saved_pct``).
+
+        Measured here and priced at the profile's rate: the ``basis`` column says so.
+        """
+        from ._cost import cost_table
+
+        s = self.summary()
+        rows = s[["backend", "samples_s"]].assign(batch_size=self.spec.batch_size, seq_len=self.spec.seq_len)
+        return cost_table(rows, profile or self.spec.profile, dataset_size=dataset_size, baseline=self.spec.backend)
+
     @property
     def warnings(self) -> list[str]:
         return [f"{row['backend']}: {w}" for _, row in self.summary().iterrows() for w in row["warnings"]]

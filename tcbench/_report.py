@@ -50,6 +50,21 @@ def findings_html(summary: pd.DataFrame) -> str:
     return "<ul>" + "".join(items) + "</ul>"
 
 
+def _costs_html(cmp: Any) -> str:
+    """The cost table on the spec's profile (or the catalog's ml.g5.2xlarge when this machine has no price)."""
+    try:
+        prof = cmp.spec.profile if cmp.spec.profile != "this-machine" else "ml.g5.2xlarge"
+        c = cmp.costs(prof)
+    except Exception as exc:   # a profile name from an older catalog: the report still renders
+        return f"<p>No cost table: {html.escape(str(exc))}</p>"
+    cols = ["backend", "samples_s", "usd_per_1k_steps", "usd_per_epoch", "usd_per_1m_tokens", "saved_pct"]
+    head = "".join(f"<th>{k}</th>" for k in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(r[k])}</td>" for k in cols) + "</tr>" for _, r in c.iterrows())
+    basis = html.escape(str(c["basis"].dropna().iloc[0])) if c["basis"].notna().any() else ""
+    return (f"<h2>Cost on {html.escape(prof)}</h2><table class='tcb-costs'><tr>{head}</tr>{body}</table>"
+            f"<p>{basis}; epoch = 100,000 samples.</p>")
+
+
 def comparison_html(cmp: Any) -> str:
     summary = cmp.summary()
     figs = [plots.plot_throughput(plots.collect_throughput(cmp)), plots.plot_memory(plots.collect_memory(cmp),
@@ -67,6 +82,7 @@ def comparison_html(cmp: Any) -> str:
 <p>Comparison {cmp.comparison_id}; backends {html.escape(", ".join(cmp.backends))}; rounds {cmp.rounds}; machine {machine}.</p>
 <h2>Findings</h2>{findings_html(summary)}{errors}
 <h2>Summary</h2><div style="overflow-x:auto">{summary_table_html(summary)}</div>
+{_costs_html(cmp)}
 <p>Step time: median of the steady-state steps (the first {s.warmup_steps} warmup steps are reported apart).
 Speedup: native median step ÷ compiled median step (median of the per-round ratios). Compile latency: warmup time −
 warmup steps × steady median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: compile

@@ -176,3 +176,13 @@ def test_backend_contract_bf16_and_available(backend):
     assert r.status == "ok", (r.error, r.log_tail[-1500:])
     assert all(math.isfinite(l) for _, l in r.losses()) and r.median_step_s > 0
     assert (r.cache_state in ("cold", "warm")) == (backend != "eager")
+
+
+def test_costs_on_a_profile(trio):
+    c = trio.costs("ml.g5.2xlarge").set_index("backend")
+    assert c.loc["eager", "saved_pct"] == 0
+    for b in ("inductor", "xla"):
+        expected = 100 * (1 - trio.summary().set_index("backend").samples_s["eager"] / trio.summary().set_index("backend").samples_s[b])
+        assert abs(c.loc[b, "saved_pct"] - expected) < 1e-6
+    assert c["usd_per_1k_steps"].gt(0).all() and "not that instance's speed" in c["basis"].iloc[0]
+    assert "Cost on ml.g5.2xlarge" in trio.to_html()
