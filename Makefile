@@ -34,8 +34,10 @@ test: setup browser
 test-fast: setup
 	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m "not integration and not browser and not notebook"
 
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 notebooks/00_workbench.ipynb
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ROOT_FLAG) notebooks/00_workbench.ipynb
 
 app: setup
 	$(VENV)/bin/voila --Voila.ip=127.0.0.1 notebooks/00_workbench.ipynb

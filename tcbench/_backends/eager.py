@@ -28,17 +28,18 @@ class EagerBackend:
         self.model = model.to(self.device).train()
         self.opt = adamw(self.model.parameters(), spec, self.device.type, fused=True)
         self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
+        self.forward, self.opt_step = self.model, self.opt.step   # the compiled backend swaps these
 
     def step(self, batch: dict) -> Any:
         with autocast_ctx(self.device.type, self.spec.precision):
-            loss = self.model(**batch).loss
+            loss = self.forward(**batch).loss
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.opt)
             self.scaler.update()
         else:
             loss.backward()
-            self.opt.step()
+            self.opt_step()
         self.opt.zero_grad(set_to_none=True)
         return loss.detach()
 

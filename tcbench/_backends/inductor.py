@@ -1,7 +1,8 @@
 """torch.compile with the Inductor compiler: the model (forward + backward) and the optimizer step.
 
 Compiling ``optimizer.step`` separately is worth a lot on CPU (DESIGN.md: 301 -> 229 ms on a small
-BERT); the backward runs the AOT-compiled graph dynamo captured with the forward.
+BERT); the backward runs the AOT-compiled graph dynamo captured with the forward. Everything else
+(device, sync, memory, the fp16 scaler path) is the eager backend's.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import shutil
 from typing import Any
 
 from .._spec import JobSpec
-from ._base import autocast_ctx, local_device
+from .eager import EagerBackend
 
 
-class InductorBackend:
+class InductorBackend(EagerBackend):
     name = "inductor"
 
     def available(self) -> tuple[bool, str]:
@@ -24,11 +25,6 @@ class InductorBackend:
             return False, "Inductor on CPU needs a C++ compiler (gcc/g++) on PATH"
         return True, "torch.compile (Inductor)"
 
-    def setup(self, spec: JobSpec, cache_dir: str) -> Any:
-        self.device = local_device(spec)
-        self.spec = spec
-        return self.device
-
     def prepare(self, model: Any, spec: JobSpec) -> None:
         import torch
 
@@ -36,34 +32,8 @@ class InductorBackend:
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=spec.lr, foreach=True)
         self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
         mode = None if spec.compile_mode == "default" else spec.compile_mode
-        self.cmodel = torch.compile(self.model, mode=mode)
-        self.copt_step = torch.compile(self.opt.step, mode=mode)
-
-    def step(self, batch: dict) -> Any:
-        with autocast_ctx(self.device.type, self.spec.precision):
-            loss = self.cmodel(**batch).loss
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.opt)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.copt_step()
-        self.opt.zero_grad(set_to_none=True)
-        return loss.detach()
-
-    def sync(self) -> None:
-        if self.device.type == "cuda":
-            import torch
-
-            torch.cuda.synchronize()
-
-    def peak_memory(self) -> int | None:
-        if self.device.type == "cuda":
-            import torch
-
-            return int(torch.cuda.max_memory_allocated())
-        return None
+        self.forward = torch.compile(self.model, mode=mode)
+        self.opt_step = torch.compile(self.opt.step, mode=mode)
 
     def counters(self) -> dict:
         from torch._dynamo.utils import counters
