@@ -83,6 +83,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     torch.set_num_threads(spec.threads or len(os.sched_getaffinity(0)))
     backend = get_backend(spec.backend)
     _announce(chan, spec)
+    chan.send("log", line=f"[tcbench] {torch.get_num_threads()} CPU thread(s) for this job")
     device = backend.setup(spec, os.environ.get("TCBENCH_XLA_CACHE", os.path.join(run_dir, "xla-cache")))
 
     task = model_task(spec.model)
