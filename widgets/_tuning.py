@@ -43,6 +43,8 @@ class TuningTab:
         self._thread: threading.Thread | None = None
         self.budget = w.FloatText(value=0.0, description="Budget GiB", style={"description_width": "initial"},
                                   layout=w.Layout(width="200px"))
+        self.include_compiled = w.Checkbox(value=True, description="also probe the Run tab's compiled backends",
+                                           indent=False, layout=w.Layout(width="auto"))
         self.find_button = w.Button(description="Find max batch", icon="search")
         self.find_button.add_class("tcb-find-max-batch")
         self.new_batch = w.BoundedIntText(value=32, min=1, max=1 << 16, description="New batch",
@@ -62,7 +64,7 @@ class TuningTab:
         self.retune_button.on_click(lambda _b: self.run_retune())
         self.use_button.on_click(lambda _b: self.use_lr())
         self.stop_button.on_click(lambda _b: self._stop.set())
-        self.box = w.VBox([w.HBox([self.budget, self.find_button]),
+        self.box = w.VBox([w.HBox([self.budget, self.include_compiled, self.find_button]),
                            w.HBox([self.new_batch, self.trials, self.retune_button, self.use_button, self.stop_button]),
                            self.message, self.table, self.fig])
         self.box.add_class("tcb-tuning")
@@ -100,7 +102,7 @@ class TuningTab:
         return self._start(self._find)
 
     def _find(self, spec: Any) -> None:
-        backends = ("eager", *self.controls.selected_backends())
+        backends = ("eager", *(self.controls.selected_backends() if self.include_compiled.value else ()))
         self.message.value = f"<p>Probing batch sizes for {', '.join(backends)} …</p>"
         probes: list[str] = []
 
