@@ -102,13 +102,15 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
                         seed=spec.seed)
     n_params = count_params(model)
     backend.prepare(model, spec)
-    meter = RssMeter()   # baseline: after the model and optimizer exist
+    torch.manual_seed(spec.seed)
+    # Encoding the data set happens here, before the meter: it is the same for every backend and batch size,
+    # and its transient peak would otherwise dominate a small model's training memory.
+    batches = _data.batches(task, examples, tokenizer, spec.batch_size, spec.seq_len, spec.padding, spec.seed)
+    meter = RssMeter()   # baseline: after the model, the optimizer and the encoded data exist
     flops = flops_per_step(spec.model, spec.size, n_params, spec.batch_size, spec.seq_len, task)
     chan.send("meta", n_params=n_params, flops_per_step=flops, device=str(device), task=task,
               threads=torch.get_num_threads())
 
-    torch.manual_seed(spec.seed)
-    batches = _data.batches(task, examples, tokenizer, spec.batch_size, spec.seq_len, spec.padding, spec.seed)
     if hasattr(backend, "wrap_loader"):
         import itertools
 
