@@ -2,7 +2,7 @@
 
 Run as ``python -m tcbench._worker <spec-json> <fd> <run-dir>``. Every message is one JSON line on
 file descriptor ``fd`` (stdout/stderr go to the run's log file, so library prints cannot corrupt
-the stream). Messages: ``log``, ``meta`` (after model load), ``step`` (one per optimizer step),
+the stream). Messages: ``log``, ``meta`` (after model and data load), ``step`` (one per optimizer step),
 ``counters`` (after warmup), ``end`` (status, error, counters). A crash, an OOM or a kill stays in
 this process; the parent turns whatever arrived into a JobResult.
 """
@@ -46,7 +46,7 @@ def _status_kib(field: str) -> int:
 
 
 class RssMeter:
-    """CPU memory: the process's RSS high-water mark above the baseline taken after model load."""
+    """CPU memory: the process's RSS high-water mark above the baseline taken after the model, optimizer and data are loaded."""
 
     def __init__(self) -> None:
         try:  # writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0)
