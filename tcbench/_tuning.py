@@ -208,7 +208,10 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
                          "pruned": state["pruned_at"] is not None, "eval_loss": res.extra.get("eval_loss")})
         if state["pruned_at"] is not None:
             trial.set_user_attr("status", "pruned")
-            trial.set_user_attr("reason", f"pruned at step {state['pruned_at']}: training loss above the median")
+            reason = f"pruned at step {state['pruned_at']}: training loss above the median"
+            if res.status == "ok":   # the job's last steps were already in the pipe when the pruner decided
+                reason += f"; the job had already finished its {len(res.records)} steps when the stop arrived"
+            trial.set_user_attr("reason", reason)
             raise optuna.TrialPruned(f"pruned at step {state['pruned_at']} (lr={lr:.3g})")
         if ctx["stop"] is not None and ctx["stop"].is_set():
             trial.study.stop()
