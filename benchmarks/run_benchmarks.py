@@ -84,7 +84,7 @@ def bench_config(model: str, size: str, steps: int) -> list[dict]:
     return rows
 
 
-def overhead(model: str, size: str, steps: int, rounds: int = 4) -> dict:
+def overhead(model: str, size: str, steps: int, rounds: int = 6) -> dict:
     spec = tc.JobSpec(model=model, size=size, batch_size=8, seq_len=128, steps=steps, warmup_steps=5, lr=1e-3,
                       threads=THREADS, dropout=None)
     pairs = []
