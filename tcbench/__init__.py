@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import plots
+from . import plots, report
 from ._catalog import MODELS, SIZES, models_table
-from ._compare import Comparison, compare, load_comparison
+from ._compare import Comparison, NoiseFloor, compare, latest_noise_floor, load_comparison, noise_floor
 from ._cost import cost, cost_table, savings_pct
 from ._history import comparisons, get_run, runs, steps
 from ._maxbatch import MaxBatchResult, find_max_batch
 from ._profiles import Profile, profile, profile_names, profiles
-from ._results import JobResult, StepRecord
+from ._metrics import VERDICT_KINDS
+from ._results import JobFigures, JobResult, StepRecord
 from ._runner import backend_status, run
-from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec
+from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
 from ._store import Store
 from ._tuning import RetuneResult, retune_lr
 from ._twostage import TwoStageResult, two_stage
@@ -53,8 +54,8 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 __all__ = [
-    "JobSpec", "JobResult", "StepRecord", "Comparison", "Store", "Profile",
-    "run", "compare", "load_comparison", "runs", "steps", "comparisons", "get_run",
+    "JobSpec", "SpecError", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "Profile",
+    "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "build_model", "profiles", "profile", "profile_names",
     "cost", "cost_table", "savings_pct", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult",
     "two_stage", "TwoStageResult", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",

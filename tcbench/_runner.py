@@ -13,6 +13,7 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,10 +22,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ._metrics import job_figures, peak_flops
+from ._env import job_env as job_env_info
+from ._env import load_now
+from ._metrics import job_figures
+from ._probe import peak_flops
 from ._results import JobResult, StepRecord
 from ._spec import JobSpec
-from ._store import Store, home
+from ._store import STEP_COLUMNS, Store, home
 
 Observer = Callable[[dict], None]
 _POLL_S = 0.25
@@ -57,6 +61,7 @@ def job_env(spec: JobSpec, cache: Path) -> dict[str, str]:
     env = dict(os.environ)
     threads = str(spec.threads or len(os.sched_getaffinity(0)))
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=threads, PYTHONUNBUFFERED="1",
+               TCBENCH_PARENT_PID=str(os.getpid()),
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TCBENCH_XLA_CACHE=str(cache / "xla"),
                TOKENIZERS_PARALLELISM="false")
     if spec.backend == "xla":
@@ -95,36 +100,73 @@ def _tail(path: Path, n: int = 4000) -> str:
         return ""
 
 
+def _threads(spec: JobSpec) -> int:
+    return spec.threads or len(os.sched_getaffinity(0))
+
+
 def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event | None = None,
         store: Store | None = None, comparison_id: int | None = None, round: int = 0,
-        job: str | None = None) -> JobResult:
-    """Run one job in its own process and return its JobResult (a failure is a status, never a raise)."""
+        job: str | None = None, label: str = "") -> JobResult:
+    """Run one job in its own process and return its JobResult (a failure is a status, never a raise).
+
+    ``label`` names the job in its comparison (default: the backend; ``"eager (A/A)"`` for an A/A twin).
+    A KeyboardInterrupt in the caller stops the job, keeps every step it sent, stores the run as
+    ``interrupted`` and is raised again.
+    """
     store = store or Store()
-    job = job or f"{spec.backend}#{round}"
+    job = job or f"{label or spec.backend}#{round}"
     notify = observer or (lambda event: None)
-    run_id = store.insert_run(spec.to_json(), spec, comparison_id, round)
+    run_id = store.insert_run(spec, comparison_id, round, label=label, pid=os.getpid(), host=socket.gethostname())
     # run folders are named by time as well: several stores may share one TCBENCH_HOME
     run_dir = home() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}-{spec.backend}"
     run_dir.mkdir(parents=True, exist_ok=True)
-    result = JobResult(spec=spec, status="running", run_id=run_id, artifacts=str(run_dir))
-    notify({"type": "start", "job": job, "backend": spec.backend, "round": round, "run_id": run_id, "spec": spec})
-    ok, reason = backend_status(spec.backend)
-    if not ok:
-        result.status, result.error = "unavailable", f"backend {spec.backend!r} is unavailable: {reason}"
-    else:
-        _execute(spec, result, store, notify, stop, run_dir, job)
-    _store_result(store, result)
-    notify({"type": "end", "job": job, "backend": spec.backend, "run_id": run_id, "result": result})
+    result = JobResult(spec=spec, status="running", run_id=run_id, artifacts=str(run_dir), round=round, label=label,
+                       env=job_env_info(_threads(spec)))
+    notify({"type": "start", "job": job, "backend": spec.backend, "label": result.name, "round": round,
+            "run_id": run_id, "spec": spec})
+    try:
+        ok, reason = backend_status(spec.backend)
+        if not ok:
+            result.status, result.error = "unavailable", f"backend {spec.backend!r} is unavailable: {reason}"
+        else:
+            _execute(spec, result, store, notify, stop, run_dir, job)
+    except BaseException as exc:   # KeyboardInterrupt, an observer that raised, ...: the run is still recorded
+        result.status = "interrupted"
+        result.error = (f"the caller stopped waiting ({type(exc).__name__}: {exc}); "
+                        "the steps measured so far are kept")[:2000]
+        raise
+    finally:
+        result.env["load_end"] = load_now()
+        store.finish_run(result)
+        notify({"type": "end", "job": job, "backend": spec.backend, "label": result.name, "run_id": run_id,
+                "result": result})
     return result
+
+
+def _probe(spec: JobSpec, store: Store) -> dict:
+    """The matmul peak for MFU (the job's threads and dtype), or why there is none."""
+    try:
+        return peak_flops(_threads(spec), spec.precision, store)
+    except Exception as exc:  # MFU is then unknown; the job still runs
+        return {"error": f"the peak-FLOPs probe failed: {exc}"[:300]}
+
+
+def _datasheet_peak(spec: JobSpec) -> dict:
+    from ._profiles import profile
+
+    dtype = "fp32" if spec.precision == "fp32" else spec.precision
+    try:
+        tflops = profile(spec.profile).peak_tflops.get(dtype)
+    except Exception:  # noqa: BLE001 - a profile without a figure: MFU says so
+        tflops = None
+    if not tflops:
+        return {"error": f"the profile {spec.profile!r} has no {dtype} datasheet peak"}
+    return {"flops": tflops * 1e12, "disturbed": "", "source": f"{spec.profile} datasheet"}
 
 
 def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, stop: threading.Event | None,
              run_dir: Path, job: str) -> None:
-    try:
-        peak = peak_flops(spec.threads, store)
-        result.peak_flops = peak["fp32" if spec.precision == "fp32" else "bf16"]
-    except Exception as exc:  # MFU is then unknown; the job still runs
-        result.extra["probe_error"] = str(exc)
+    probe = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
     before = _count_files(cache / spec.backend if spec.backend == "xla" else cache / "inductor")
     read_fd, write_fd = os.pipe()
@@ -141,48 +183,72 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, s
     end, stopped, timed_out = None, False, False
     pending: list[StepRecord] = []   # steps not yet in the store (flushed at least every _FLUSH_S)
     last_flush = time.monotonic()
-    while True:
-        if pending and (q.empty() or time.monotonic() - last_flush > _FLUSH_S):
+    try:
+        while True:
+            if pending and (q.empty() or time.monotonic() - last_flush > _FLUSH_S):
+                store.add_steps(result.run_id, pending)
+                pending, last_flush = [], time.monotonic()
+            if stop is not None and stop.is_set():
+                stopped = True
+                _kill(proc)
+            if time.monotonic() - t0 > spec.timeout_s:
+                timed_out = True
+                _kill(proc)
+            try:
+                msg = q.get(timeout=_POLL_S)
+            except queue.Empty:
+                continue
+            if msg is None:
+                break
+            end = _handle(msg, result, pending, notify, job) or end
+    finally:
+        _kill(proc)   # a no-op when it has ended; on an exception here the job must not outlive the wait
+        _drain(q, result, pending)
+        if pending:
             store.add_steps(result.run_id, pending)
-            pending, last_flush = [], time.monotonic()
-        if stop is not None and stop.is_set():
-            stopped = True
-            _kill(proc)
-        if time.monotonic() - t0 > spec.timeout_s:
-            timed_out = True
-            _kill(proc)
-        try:
-            msg = q.get(timeout=_POLL_S)
-        except queue.Empty:
-            continue
-        if msg is None:
-            break
-        end = _handle(msg, result, pending, notify, job) or end
-    if pending:
-        store.add_steps(result.run_id, pending)
-    proc.wait()
-    result.wall_s = time.monotonic() - t0
+        proc.wait()
+        result.wall_s = time.monotonic() - t0
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        result.log_tail = _tail(log_path)
     after = _count_files(cache / spec.backend if spec.backend == "xla" else cache / "inductor")
     if spec.compiled:
         result.cache_state = "cold" if (after > before or spec.cache == "cold") else "warm"
-    if tmp is not None:
-        shutil.rmtree(tmp, ignore_errors=True)
-    result.log_tail = _tail(log_path)
-    _conclude(result, end, proc.returncode, stopped, timed_out, spec)
+    _conclude(result, end, proc.returncode, stopped, timed_out, spec, probe)
+
+
+def _drain(q: queue.Queue, result: JobResult, pending: list) -> None:
+    """Steps the job had already sent when the wait ended (nothing measured is dropped)."""
+    while True:
+        try:
+            msg = q.get(timeout=0.5)
+        except queue.Empty:
+            return
+        if msg is None:
+            return
+        if msg.get("type") == "step":
+            _handle(msg, result, pending, lambda e: None, "")
 
 
 def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: str) -> dict | None:
     kind = msg.get("type")
-    base = {"job": job, "backend": result.spec.backend, "run_id": result.run_id}
+    base = {"job": job, "backend": result.spec.backend, "label": result.name, "run_id": result.run_id}
     if kind == "step":
-        rec = StepRecord(**{k: msg[k] for k in ("step", "step_s", "samples_s", "tokens_s", "mem_bytes", "loss",
-                                                "warmup", "seq_len")})
+        rec = StepRecord(**{k: msg.get(k) for k in STEP_COLUMNS})
         result.records.append(rec)
         pending.append(rec)
         notify({"type": "step", **base, "record": rec})
     elif kind == "meta":
-        result.n_params, result.flops_per_step, result.device = msg["n_params"], msg["flops_per_step"], msg["device"]
-        result.extra["threads"] = msg.get("threads")
+        result.device = msg["device"]
+        result.extra.update(n_params=msg["n_params"], flops_per_step=msg["flops_per_step"])
+        result.env.update(msg.get("env") or {}, threads=msg.get("threads", result.env.get("threads")))
+    elif kind == "phase":
+        notify({"type": "phase", **base, "phase": msg["phase"]})
+    elif kind == "compiler":
+        result.extra["compiler"] = {k: v for k, v in msg.items() if k != "type"}
+        notify({"type": "compiler", **base, **result.extra["compiler"]})
+    elif kind == "sched":
+        result.extra["sched"] = {k: v for k, v in msg.items() if k != "type"}
     elif kind == "counters":
         result.extra["counters_after_warmup"] = msg["counters"]
     elif kind == "eval":
@@ -195,7 +261,8 @@ def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: 
 
 
 def _conclude(result: JobResult, end: dict | None, returncode: int, stopped: bool, timed_out: bool,
-              spec: JobSpec) -> None:
+              spec: JobSpec, probe: dict) -> None:
+    recompiles = graph_breaks = None
     if end is not None:
         result.status, result.error = end["status"], end.get("error", "")
         counters = end.get("counters") or {}
@@ -204,8 +271,8 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, stopped: boo
             result.extra["traceback"] = end["traceback"]
         warm = result.extra.get("counters_after_warmup") or {}
         if "compiles" in counters and "compiles" in warm:
-            result.recompiles_after_warmup = counters["compiles"] - warm["compiles"]
-        result.graph_breaks = counters.get("graph_breaks")
+            recompiles = counters["compiles"] - warm["compiles"]
+        graph_breaks = counters.get("graph_breaks")
     elif stopped:
         result.status, result.error = "interrupted", "stopped by the user; the steps measured so far are kept"
     elif timed_out:
@@ -218,14 +285,15 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, stopped: boo
         result.status = "failed"
         result.error = f"the job process exited with code {returncode} before reporting; log tail:\n" + result.log_tail[-1500:]
     result.records.sort(key=lambda r: r.step)
-    result.__dict__.update(job_figures(result.records, spec.batch_size, spec.warmup_steps, result.flops_per_step,
-                                       result.peak_flops))
-
-
-def _store_result(store: Store, result: JobResult) -> None:
-    figures = {k: getattr(result, k) for k in ("status", "error", "median_step_s", "samples_s", "tokens_s",
-                                                "warmup_s", "compile_latency_s", "cache_state", "peak_mem_bytes",
-                                                "mfu", "flops_per_step", "peak_flops", "n_params", "final_loss",
-                                                "recompiles_after_warmup", "graph_breaks", "device", "wall_s",
-                                                "artifacts", "log_tail")}
-    store.finish_run(result.run_id, figures, result.extra)
+    sched = result.extra.get("sched") or {}
+    threads = result.env.get("threads") or _threads(spec)
+    wait = sched.get("wait_s")
+    wait_share = None if wait is None or not sched.get("wall_s") else wait / (sched["wall_s"] * threads)
+    if result.device.startswith("cuda"):   # on a GPU the reference is the profile's datasheet peak
+        probe = _datasheet_peak(spec)
+    result.extra["probe"] = {k: v for k, v in probe.items() if k != "cached"}
+    result.figures = job_figures(result.records, spec.batch_size, spec.warmup_steps, threads=threads,
+                                 wait_share=wait_share, steal_share=sched.get("steal_share"), probe=probe,
+                                 n_params=result.extra.get("n_params"),
+                                 flops_per_step=result.extra.get("flops_per_step"),
+                                 recompiles_after_warmup=recompiles, graph_breaks=graph_breaks)

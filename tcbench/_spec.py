@@ -23,6 +23,14 @@ INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no
 CACHE_MODES = ("shared", "cold")
 
 
+class SpecError(ValueError):
+    """A JobSpec field with a value that is not allowed: ``.field``, ``.value`` and ``.allowed`` (in words)."""
+
+    def __init__(self, field: str, value: Any, allowed: str, message: str | None = None) -> None:
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(message or f"{field}={value!r} is not allowed; allowed: {allowed}")
+
+
 def _allowed(values: Any) -> str:
     return ", ".join(repr(v) for v in values)
 
@@ -78,10 +86,11 @@ class JobSpec:
         self._check_choice("compile_mode", self.compile_mode, INDUCTOR_MODES)
         self._check_choice("cache", self.cache, CACHE_MODES)
         if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"model={self.model!r} is not allowed; use one of {_allowed(MODELS)} or a local folder path")
+            raise SpecError("model", self.model, f"{_allowed(MODELS)} or a local folder path")
         local = _is_local_folder(self.model)
         if not local and self.model not in MODELS:
-            raise ValueError(f"model={self.model!r} is unknown; allowed: {_allowed(MODELS)}, or a local folder path")
+            raise SpecError("model", self.model, f"{_allowed(MODELS)}, or a local folder path",
+                            f"model={self.model!r} is unknown; allowed: {_allowed(MODELS)}, or a local folder path")
         if not local:
             self._check_choice("size", self.size, SIZES)
         for name in ("batch_size", "seq_len", "steps", "loss_every"):
@@ -90,32 +99,35 @@ class JobSpec:
         self._check_int("seed", 0)
         self._check_int("eval_batches", 0)
         if self.steps <= self.warmup_steps:
-            raise ValueError(f"steps={self.steps} must be greater than warmup_steps={self.warmup_steps} "
+            raise SpecError("warmup_steps", self.warmup_steps, f"0..{self.steps - 1} (fewer than steps={self.steps})",
+                            f"steps={self.steps} must be greater than warmup_steps={self.warmup_steps} "
                              "(steady-state figures need at least one step after warmup)")
         if not local:
             limit = max_positions(self.model, self.size)
             if limit is not None and self.seq_len > limit:
-                raise ValueError(f"seq_len={self.seq_len} is beyond {self.model} ({self.size})'s "
+                raise SpecError("seq_len", self.seq_len, f"1..{limit}", f"seq_len={self.seq_len} is beyond {self.model} ({self.size})'s "
                                  f"{limit} positions; allowed: 1..{limit}")
         if not isinstance(self.lr, (int, float)) or isinstance(self.lr, bool) or not (self.lr > 0) or self.lr == float("inf"):
-            raise ValueError(f"lr={self.lr!r} is not allowed; the learning rate must be a finite number > 0")
+            raise SpecError("lr", self.lr, "a finite number > 0",
+                            f"lr={self.lr!r} is not allowed; the learning rate must be a finite number > 0")
         if self.dropout is not None and not (0.0 <= float(self.dropout) < 1.0):
-            raise ValueError(f"dropout={self.dropout!r} is not allowed; use None (the model's default) or 0 <= dropout < 1")
+            raise SpecError("dropout", self.dropout, "None (the model's default) or 0 <= dropout < 1")
         if self.threads is not None:
             self._check_int("threads", 1)
         if self.memory_budget_gb is not None and not (self.memory_budget_gb > 0):
-            raise ValueError(f"memory_budget_gb={self.memory_budget_gb!r} is not allowed; use None or a number > 0")
+            raise SpecError("memory_budget_gb", self.memory_budget_gb, "None or a number > 0")
         if not (self.timeout_s > 0):
-            raise ValueError(f"timeout_s={self.timeout_s!r} is not allowed; use a number of seconds > 0")
+            raise SpecError("timeout_s", self.timeout_s, "a number of seconds > 0")
 
     def _check_choice(self, name: str, value: Any, allowed: tuple) -> None:
         if value not in allowed:
-            raise ValueError(f"{name}={value!r} is not allowed; allowed: {_allowed(allowed)}")
+            raise SpecError(name, value, _allowed(allowed))
 
     def _check_int(self, name: str, minimum: int) -> None:
         value = getattr(self, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{name}={value!r} is not allowed; it must be a whole number >= {minimum}")
+            raise SpecError(name, value, f"a whole number >= {minimum}",
+                            f"{name}={value!r} is not allowed; it must be a whole number >= {minimum}")
 
     # -- derived -----------------------------------------------------------------------------
     @property

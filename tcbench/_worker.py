@@ -65,6 +65,8 @@ def _classify(exc: BaseException) -> str:
 
     if isinstance(exc, BackendUnavailable):
         return "unavailable"
+    if isinstance(exc, KeyboardInterrupt):   # SIGINT (Jupyter's "Interrupt kernel" signals the process group)
+        return "interrupted"
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, MemoryError) or "out of memory" in text or "resource_exhausted" in text or "oom" in text.split():
         return "oom"
@@ -73,12 +75,52 @@ def _classify(exc: BaseException) -> str:
 
 def _announce(chan: _Channel, spec: JobSpec) -> None:
     if spec.backend == "eager":
-        chan.send("log", line=f"[tcbench] native PyTorch (eager), no compiler configured")
+        chan.send("log", line="[tcbench] native PyTorch (eager), no compiler configured")
         return
+    chan.send("compiler", backend=spec.backend, mode=spec.compile_mode, precision=spec.precision, debug=spec.debug)
     chan.send("log", line=f"[tcbench] Found configuration for compiler {spec.backend}. Configuring tcbench "
                           f"{spec.backend} backend (mode={spec.compile_mode}, precision={spec.precision}) ...")
     if spec.debug:
         chan.send("log", line=f"[tcbench] {spec.backend} compiler set to debug mode: its report is kept in the run's artifacts")
+
+
+def _sched_wait_s() -> float | None:
+    """Seconds this process's threads have been runnable but waiting for a CPU (Linux schedstat), or None."""
+    total = 0
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(steal, total) CPU time of the whole machine (/proc/stat): steal is what the hypervisor took."""
+    try:
+        with open("/proc/stat") as f:
+            vals = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (vals[7] if len(vals) > 7 else 0), sum(vals[:8])
+
+
+def _gpu_env() -> dict:
+    """GPU name, CUDA version and driver when a GPU is present (stored with the run's environment)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    env = {"gpu": torch.cuda.get_device_name(0), "gpu_count": torch.cuda.device_count(), "cuda": torch.version.cuda}
+    try:
+        import subprocess
+
+        env["gpu_driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=10).stdout.split("\n")[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        env["gpu_driver"] = None
+    return env
 
 
 def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
@@ -90,6 +132,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     from ._backends import get_backend
 
     torch.set_num_threads(spec.threads or len(os.sched_getaffinity(0)))
+    chan.send("phase", phase="loading")
     backend = get_backend(spec.backend)
     _announce(chan, spec)
     chan.send("log", line=f"[tcbench] {torch.get_num_threads()} CPU thread(s) for this job")
@@ -109,7 +152,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     meter = RssMeter()   # baseline: after the model, the optimizer and the encoded data exist
     flops = flops_per_step(spec.model, spec.size, n_params, spec.batch_size, spec.seq_len, task)
     chan.send("meta", n_params=n_params, flops_per_step=flops, device=str(device), task=task,
-              threads=torch.get_num_threads())
+              threads=torch.get_num_threads(), env=_gpu_env(), mem_baseline_bytes=meter.baseline)
 
     if hasattr(backend, "wrap_loader"):
         import itertools
@@ -118,20 +161,27 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     else:
         it = (_data.batch_on_device(b, device) for b in batches)
     budget = None if spec.memory_budget_gb is None else spec.memory_budget_gb * 2**30
+    chan.send("phase", phase="compiling" if spec.compiled else "warmup")
+    steady_from: tuple | None = None    # (wall, cpu, schedstat wait) when the steady steps began
     for step in range(spec.steps):
+        if step == spec.warmup_steps:
+            chan.send("phase", phase="measuring")
+            steady_from = (time.perf_counter(), time.process_time(), _sched_wait_s(), _cpu_jiffies())
         batch = next(it)
         seq = int(batch["input_ids"].shape[1])
+        c0 = time.process_time()   # CPU time of all this process's threads: how much of the step it had the CPU
         t0 = time.perf_counter()
         loss_t = backend.step(batch)
         backend.sync()
         dt = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         # Reading the loss is a host<->device sync: only every loss_every steps (and the last one).
         read = (step + 1) % spec.loss_every == 0 or step == spec.steps - 1
         loss = float(loss_t) if read else None
         dev_peak = backend.peak_memory()
         mem = dev_peak if dev_peak is not None else meter.peak_above_baseline()
         chan.send("step", step=step, step_s=dt, samples_s=spec.batch_size / dt, tokens_s=spec.batch_size * seq / dt,
-                  mem_bytes=int(mem), loss=loss, warmup=step < spec.warmup_steps, seq_len=seq)
+                  mem_bytes=int(mem), loss=loss, warmup=step < spec.warmup_steps, seq_len=seq, cpu_s=cpu)
         if step == spec.warmup_steps - 1:
             chan.send("counters", when="after_warmup", counters=backend.counters())
         if loss is not None and not math.isfinite(loss):
@@ -142,9 +192,24 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
                     f"peak memory {mem / 2**30:.2f} GiB at step {step} exceeds the profile's budget of "
                     f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
             return
+    _send_sched(chan, steady_from)
     if spec.eval_batches:
+        chan.send("phase", phase="eval")
         chan.send("eval", eval_loss=evaluate(spec, backend, task, tokenizer, device))
     _finish(chan, backend, spec, run_dir, "ok", "")
+
+
+def _send_sched(chan: _Channel, since: tuple | None) -> None:
+    """Over the steady steps: wall, CPU and run-queue wait seconds (the parent derives the shares)."""
+    if since is None:
+        return
+    wall, cpu = time.perf_counter() - since[0], time.process_time() - since[1]
+    wait, jiffies = _sched_wait_s(), _cpu_jiffies()
+    steal = None
+    if jiffies and since[3] and jiffies[1] > since[3][1]:
+        steal = (jiffies[0] - since[3][0]) / (jiffies[1] - since[3][1])
+    chan.send("sched", wall_s=wall, cpu_s=cpu, wait_s=None if wait is None or since[2] is None else wait - since[2],
+              steal_share=steal)
 
 
 def evaluate(spec: JobSpec, backend, task: str, tokenizer, device) -> float:
@@ -181,7 +246,22 @@ def _finish(chan: _Channel, backend, spec: JobSpec, run_dir: str, status: str, e
     chan.send("end", status=status, error=error, counters=counters)
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a kernel restart must not leave a job running)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        if str(os.getppid()) != os.environ.get("TCBENCH_PARENT_PID", str(os.getppid())):
+            os._exit(1)                 # the parent died before the call: nobody to report to
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str]) -> int:
+    _die_with_parent()
     spec = JobSpec.from_json(argv[0])
     chan = _Channel(int(argv[1]))
     run_dir = argv[2]

@@ -1,48 +1,167 @@
+"""The measurement protocol's arithmetic: figures, noise, intervals, verdicts, MFU, loss parity."""
+
 import math
+import random
+
+import pytest
 
 from tcbench import StepRecord
-from tcbench._metrics import break_even_steps, job_figures, loss_parity, warnings_for
+from tcbench._metrics import (break_even_range, break_even_steps, fmt_ratio, job_figures, learned, loss_parity, mfu,
+                              ratio_interval, value_interval, verdict, warnings_for)
 
 
-def recs(times, losses=None, warmup=2, seq=128):
+def recs(times, losses=None, warmup=2, seq=128, cpu=None):
     losses = losses or [None] * len(times)
+    cpu = cpu or [None] * len(times)
     return [StepRecord(step=i, step_s=t, samples_s=8 / t, tokens_s=8 * seq / t, mem_bytes=100 * i, loss=l,
-                       warmup=i < warmup, seq_len=seq) for i, (t, l) in enumerate(zip(times, losses))]
+                       warmup=i < warmup, seq_len=seq, cpu_s=c) for i, (t, l, c) in enumerate(zip(times, losses, cpu))]
+
+
+def noisy_times(n, med, spread, seed):
+    rng = random.Random(seed)
+    return [med * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
 
 
 def test_warmup_apart_and_median():
     r = recs([5.0, 1.0, 0.2, 0.3, 0.1, 0.2, 0.25])
-    f = job_figures(r, batch_size=8, warmup_steps=2, flops_per_step=1e9, peak_flops=1e11)
-    assert f["median_step_s"] == 0.2
-    assert f["samples_s"] == 8 / 0.2 and f["tokens_s"] == 8 * 128 / 0.2
-    assert f["warmup_s"] == 6.0
-    assert math.isclose(f["compile_latency_s"], 6.0 - 2 * 0.2)
-    assert math.isclose(f["mfu"], 1e9 / 0.2 / 1e11)
-    assert f["peak_mem_bytes"] == 600
+    f = job_figures(r, batch_size=8, warmup_steps=2, flops_per_step=1e9, probe={"flops": 1e11, "disturbed": ""})
+    assert f.median_step_s == 0.2 and f.steady_steps == 5
+    assert f.samples_s == 8 / 0.2 and f.tokens_s == 8 * 128 / 0.2
+    assert f.warmup_s == 6.0
+    assert math.isclose(f.compile_latency_s, 6.0 - 2 * 0.2)
+    assert math.isclose(f.mfu, 1e9 / 0.2 / 1e11) and f.mfu_note == ""
+    assert f.peak_mem_bytes == 600 and f.step_iqr_s > 0 and f.step_cv > 0
 
 
 def test_no_steady_steps_gives_no_throughput():
-    f = job_figures(recs([3.0, 2.0]), 8, 2, None, None)
-    assert f["median_step_s"] is None and f["warmup_s"] == 5.0
+    f = job_figures(recs([3.0, 2.0]), 8, 2)
+    assert f.median_step_s is None and f.warmup_s == 5.0 and f.steady_steps == 0
 
 
-def test_break_even():
+def test_a_job_that_lost_the_cpu_is_noisy_with_its_reason():
+    times = [0.1] * 12
+    quiet = job_figures(recs(times, cpu=[0.099] * 12), 8, 2, threads=1)
+    assert quiet.noisy is False and quiet.cpu_share > 0.95
+    busy = job_figures(recs(times, cpu=[0.041] * 12), 8, 2, threads=1)
+    assert busy.noisy is True and "had the CPU 41% of its wall time" in busy.noise_reason
+    waited = job_figures(recs(times, cpu=[0.099] * 12), 8, 2, threads=1, wait_share=0.3)
+    assert waited.noisy and "waited for a CPU" in waited.noise_reason
+
+
+def test_scattered_steps_are_noisy_but_one_outlier_is_not():
+    scattered = job_figures(recs([0.1, 0.1] + [0.05, 0.2, 0.08, 0.3, 0.06, 0.25, 0.1, 0.04]), 8, 2)
+    assert scattered.noisy and "scatter" in scattered.noise_reason
+    one_gc_pause = job_figures(recs([0.1, 0.1] + [0.1] * 9 + [0.9]), 8, 2)
+    assert not one_gc_pause.noisy, one_gc_pause.noise_reason
+
+
+def test_mfu_is_never_above_one_and_a_disturbed_probe_gives_no_number():
+    value, note = mfu(1e9, 0.01, {"flops": 1e10, "disturbed": ""})
+    assert value is None and "10.00 > 1" in note
+    value, note = mfu(1e9, 1.0, {"flops": 1e10, "disturbed": "its repetitions spread 40%"})
+    assert value is None and "disturbed" in note and "40%" in note
+    value, note = mfu(1e9, 1.0, {"error": "the peak-FLOPs probe failed: boom"})
+    assert value is None and "boom" in note
+    assert mfu(1e9, 1.0, {"flops": 1e10, "disturbed": ""}) == (0.1, "")
+
+
+def _pairs(speed, rounds=3, n=20, spread=0.02, seed=0):
+    return [(noisy_times(n, 0.1, spread, seed + 2 * r), noisy_times(n, 0.1 / speed, spread, seed + 2 * r + 1))
+            for r in range(rounds)]
+
+
+def test_interval_contains_the_truth_and_shrinks_with_data():
+    sp, lo, hi = ratio_interval(_pairs(1.5))
+    assert lo < 1.5 < hi and abs(sp - 1.5) < 0.03
+    _, lo1, hi1 = ratio_interval(_pairs(1.5, rounds=1, n=6, spread=0.2))
+    assert (hi1 - lo1) > (hi - lo)
+
+
+def test_interval_is_deterministic_and_from_paired_rounds():
+    assert ratio_interval(_pairs(0.8)) == ratio_interval(_pairs(0.8))
+    # one round much slower on both sides (the machine drifted) does not make a difference appear
+    pairs = _pairs(1.0) + [([0.2] * 20, [0.2] * 20)]
+    sp, lo, hi = ratio_interval(pairs)
+    assert lo <= 1 <= hi
+
+
+@pytest.mark.parametrize("speed, kind", [(1.5, "faster"), (0.7, "slower"), (1.0, "no measurable difference")])
+def test_verdict_kinds(speed, kind):
+    sp, lo, hi = ratio_interval(_pairs(speed, spread=0.01))
+    got, text = verdict(sp, lo, hi, [], [], rounds=3)
+    assert got == kind, text
+    assert "95 % interval" in text
+
+
+def test_noise_or_failure_or_a_wide_interval_is_inconclusive():
+    sp, lo, hi = ratio_interval(_pairs(1.5))
+    kind, text = verdict(sp, lo, hi, ["eager round 1: the job had the CPU 41% of its wall time"], [], 3)
+    assert kind == "inconclusive" and "41%" in text and "threads=1" in text
+    kind, text = verdict(sp, lo, hi, [], ["inductor round 0 ended oom: out of memory"], 3)
+    assert kind == "inconclusive" and "oom" in text
+    kind, text = verdict(1.02, 0.7, 1.4, [], [], 3)
+    assert kind == "inconclusive" and "too wide" in text
+    kind, text = verdict(1.3, 1.2, 1.4, [], [], 1)
+    assert kind == "faster" and "single round" in text
+
+
+def test_the_79x_answer_from_one_noisy_round_is_not_a_fact():
+    """The panel once printed '79.57x faster' from one round on a busy machine: now it is inconclusive."""
+    native = recs([0.3, 0.3] + [0.261] * 6, cpu=[0.05] * 8)
+    compiled = recs([30.0, 0.1] + [0.0033] * 6, cpu=[0.0033] * 8)
+    fn, fc = job_figures(native, 8, 2, threads=1), job_figures(compiled, 8, 2, threads=1)
+    assert fn.noisy
+    sp, lo, hi = ratio_interval([([r.step_s for r in native[2:]], [r.step_s for r in compiled[2:]])])
+    kind, _ = verdict(sp, lo, hi, [fn.noise_reason], [], 1)
+    assert kind == "inconclusive"
+
+
+def test_memory_interval_needs_two_rounds():
+    assert value_interval([1.2])[1:] == (None, None)
+    p, lo, hi = value_interval([1.1, 1.2, 1.15])
+    assert lo <= p <= hi and 1.1 <= lo and hi <= 1.2
+
+
+def test_break_even_only_for_a_faster_interval():
     assert break_even_steps(10.0, 0.2, 0.1) == 100.0
     assert break_even_steps(10.0, 0.1, 0.2) == float("inf")
     assert break_even_steps(None, 0.1, 0.2) is None
+    lo, hi = break_even_range(10.0, 0.2, 1.5, 2.5)
+    assert lo < hi and math.isclose(lo, 10.0 / (0.2 - 0.2 / 2.5)) and math.isclose(hi, 10.0 / (0.2 - 0.2 / 1.5))
+    assert break_even_range(10.0, 0.2, 0.9, 1.5) == (None, None)
 
 
-def test_loss_parity_tolerance():
-    a = recs([0.1] * 10, [1.0] * 10)
-    b = recs([0.1] * 10, [1.04] * 10)
-    c = recs([0.1] * 10, [1.5] * 10)
-    assert loss_parity(a, b)[0] is True
-    ok, diff = loss_parity(a, c)
-    assert ok is False and math.isclose(diff, 0.5)
-    assert loss_parity(recs([0.1]), a) == (None, None)
+def test_loss_parity_is_judged_only_when_native_learned():
+    falling = [8.0 - 0.2 * i for i in range(24)]
+    flat = [0.693 + 0.003 * ((-1) ** i) for i in range(24)]
+    nat = recs([0.1] * 24, falling)
+    ok, diff, note = loss_parity(nat, recs([0.1] * 24, [v + 0.01 for v in falling]))
+    assert ok is True and diff < 0.05, note
+    # a compiled job that cannot learn (lr=0) against a native job that learns: the gate fails
+    ok, _, note = loss_parity(nat, recs([0.1] * 24, [8.0] * 24))
+    assert ok is False and "tolerance" in note
+    # neither learns: not judged (the demo's ln 2 plateau used to pass)
+    ok, diff, note = loss_parity(recs([0.1] * 24, flat), recs([0.1] * 24, [v + 0.14 for v in flat]))
+    assert ok is None and note.startswith("not judged") and "raise steps or lr" in note
+    assert learned(nat)[0] and not learned(recs([0.1] * 24, flat))[0]
 
 
-def test_warnings_in_plain_words():
-    w = warnings_for(speedup=0.5, compile_latency_s=200, memory_ratio=0.5, recompiles=3)
+def test_dropout_off_first_losses_must_agree_tightly():
+    falling = [8.0 - 0.2 * i for i in range(24)]
+    off = [falling[0] * 1.02] + falling[1:]
+    assert loss_parity(recs([0.1] * 24, falling), recs([0.1] * 24, off), "fp32", dropout_off=False)[0] is True
+    ok, _, note = loss_parity(recs([0.1] * 24, falling), recs([0.1] * 24, off), "fp32", dropout_off=True)
+    assert ok is False and "step 0" in note
+    assert loss_parity(recs([0.1] * 24, falling), recs([0.1] * 24, off), "bf16", dropout_off=True)[0] is True
+
+
+def test_warnings_follow_the_verdict_and_never_print_at_the_threshold():
+    w = warnings_for("slower", 0.5, 200, 0.5, 0.6, 3)
     assert len(w) == 4 and "slower" in w[0] and "2.00×" in w[0]
-    assert warnings_for(1.2, 10, 1.1, 0) == []
+    assert not any("slower" in x for x in warnings_for("slower", 0.951, 10, 1.0, None, 0))
+    assert not any("slower" in x for x in warnings_for("inconclusive", 0.5, 10, 1.0, None, 0))
+    assert warnings_for("faster", 1.2, 10, 1.1, 1.2, 0) == []
+
+
+def test_ratios_are_formatted_for_people():
+    assert fmt_ratio(0.8712) == "0.87×" and fmt_ratio(1.004) == "1.004×" and fmt_ratio(None) == "–"
