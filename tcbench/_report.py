@@ -1,92 +1,245 @@
-"""The self-contained HTML report of a comparison (plotly.js inline, no network needed to view)."""
+"""The comparison as HTML for people: the summary table and the findings (shared by the report and the
+ipywidgets panel), and the self-contained report (plotly.js inline, no network needed to view it).
+
+The table is transposed — one column per job label, one row per figure with its unit — so every figure
+fits on screen and on paper without a horizontal scroll. Everything shown comes from the stored
+comparison (its summary, its jobs' stored environment), never from the machine that renders it.
+"""
 
 from __future__ import annotations
 
 import html
 import math
-import platform
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
 from . import plots
+from .plots import missing
+from ._env import describe
 
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}
-th{background:#f3f3f3}.warn{color:#a33}.verdict{font-weight:600}.grid{display:grid;grid-template-columns:1fr 1fr;gap:8px}
-code{background:#f6f6f6;padding:1px 4px}"""
+MISSING = "–"
 
-_COLUMNS = ["backend", "status", "median_step_ms", "samples_s", "tokens_s", "compile_latency_s", "cache", "peak_mem_mb",
-            "speedup", "speedup_min", "speedup_max", "memory_ratio", "break_even_steps", "mfu", "loss_parity",
-            "final_loss"]
+_STYLE = """<style>
+.tcb-summary{border-collapse:collapse;font-size:13px;width:100%;table-layout:fixed;font-variant-numeric:tabular-nums}
+.tcb-summary th,.tcb-summary td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;
+overflow-wrap:anywhere}
+.tcb-summary thead th{background:#f3f3f3;border-top-width:4px}
+.tcb-summary tbody th{background:#fafafa;font-weight:600;width:12em}
+.tcb-summary .tcb-note{color:#666;font-size:11px}
+.tcb-kind{display:inline-block;padding:0 6px;border-radius:3px;font-weight:600;font-size:12px;background:#eee}
+.tcb-kind-faster{background:#d9f2e0;color:#14532d}.tcb-kind-slower{background:#fbe0e0;color:#7f1d1d}
+.tcb-kind-inconclusive{background:#fff1cc;color:#7a4b00}.tcb-kind-baseline{background:#e6ebff;color:#1e3a8a}
+.tcb-findings .tcb-warning{color:#8a4b00}
+@media print{.tcb-summary{font-size:9pt}.tcb-summary tr{break-inside:avoid;page-break-inside:avoid}
+.tcb-kind{border:1px solid #999}}
+</style>"""
+
+_PAGE_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em}.env{color:#444;font-size:13px}
+.tcb-costs{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
+.tcb-costs td,.tcb-costs th{border:1px solid #ddd;padding:3px 8px;text-align:right}.tcb-costs th{background:#f3f3f3}
+.tcb-costs td:first-child{text-align:left}.warn{color:#a33}.grid{display:grid;grid-template-columns:1fr 1fr;gap:8px}
+code{background:#f6f6f6;padding:1px 4px;overflow-wrap:anywhere}
+@page{size:A4;margin:12mm}
+@media print{body{margin:0;max-width:none;padding:0;font-size:10pt}.grid{display:block}
+.grid>div{break-inside:avoid;page-break-inside:avoid}h2{break-after:avoid;page-break-after:avoid}}"""
 
 
-def _fmt(v: Any) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
-    if isinstance(v, float):
-        if math.isinf(v):
-            return "never"
-        return f"{v:.3g}" if abs(v) < 100 else f"{v:,.0f}"
-    return html.escape(str(v))
+# -- numbers for people ----------------------------------------------------------------------------------
+def fmt_number(value: Any, decimals: int | None = None) -> str:
+    """A number for people: thousand separators from 100 up, 3 significant digits below (or ``decimals``
+    fixed ones), never an exponent; "–" when missing, "never" for infinity."""
+    if missing(value):
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    value = float(value)
+    if math.isinf(value):
+        return "never"
+    if decimals is not None:
+        return f"{value:,.{decimals}f}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if value == 0 or abs(value) >= 0.001:
+        return f"{value:.3g}"
+    return "< 0.001" if value > 0 else "> -0.001"
+
+
+def _pct(value: Any) -> str:
+    return MISSING if missing(value) else f"{float(value) * 100:.1f} %"
+
+
+def _text(value: Any) -> str:
+    return MISSING if missing(value) or value == "" else html.escape(str(value))
+
+
+def _note(text: Any) -> str:
+    return "" if missing(text) or not text else f'<br><span class="tcb-note">{html.escape(str(text))}</span>'
+
+
+def _kind(kind: Any) -> str:
+    kind = str(kind) if not missing(kind) else "inconclusive"
+    return f'<span class="tcb-kind tcb-kind-{html.escape(kind.replace(" ", "-"))}">{html.escape(kind)}</span>'
+
+
+# -- the summary table: one row per figure ----------------------------------------------------------------
+def _break_even(r: dict) -> str:
+    if r.get("verdict_kind") == "faster" and not missing(r.get("break_even_low")):
+        return f"{fmt_number(r['break_even_low'], 0)}–{fmt_number(r.get('break_even_high'), 0)}"
+    return fmt_number(r.get("break_even_steps"), 0)
+
+
+def _loss_parity(r: dict) -> str:
+    parity = r.get("loss_parity")
+    word = "not judged" if missing(parity) else ("yes" if parity else "no")
+    diff = "" if missing(r.get("loss_diff")) else f" (|Δ| {fmt_number(r['loss_diff'])})"
+    return word + diff + _note(r.get("loss_parity_note"))
+
+
+def _speedup(r: dict) -> str:
+    if r.get("verdict_kind") == "baseline":
+        return "baseline"
+    return plots.fmt_interval(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"))
+
+
+def _memory_ratio(r: dict) -> str:
+    if r.get("verdict_kind") == "baseline":
+        return "baseline"
+    return plots.fmt_interval(r.get("memory_ratio"), r.get("memory_ci_low"), r.get("memory_ci_high"))
+
+
+def _warnings(r: dict) -> str:
+    items = r.get("warnings")
+    items = [] if missing(items) else list(items)
+    return "<br>".join(f"⚠ {html.escape(str(w))}" for w in items) or "none"
+
+
+# (row label, the summary columns it shows, how to show them)
+ROWS: list[tuple[str, tuple[str, ...], Callable[[dict], str]]] = [
+    ("status", ("status",), lambda r: _text(r.get("status"))),
+    ("rounds", ("rounds",), lambda r: fmt_number(r.get("rounds"))),
+    ("verdict", ("verdict_kind", "verdict"), lambda r: _kind(r.get("verdict_kind")) + _note(r.get("verdict"))),
+    ("speedup (95 % interval)", ("speedup", "speedup_ci_low", "speedup_ci_high"), _speedup),
+    ("median step (ms)", ("median_step_ms",), lambda r: fmt_number(r.get("median_step_ms"))),
+    ("step CV", ("step_cv",), lambda r: _pct(r.get("step_cv"))),
+    ("samples/s", ("samples_s",), lambda r: fmt_number(r.get("samples_s"))),
+    ("tokens/s", ("tokens_s",), lambda r: fmt_number(r.get("tokens_s"))),
+    ("compile latency (s)", ("compile_latency_s",), lambda r: fmt_number(r.get("compile_latency_s"), 1)),
+    ("compile cache", ("cache",), lambda r: _text(r.get("cache"))),
+    ("break-even steps", ("break_even_steps", "break_even_low", "break_even_high"), _break_even),
+    ("peak memory (MiB)", ("peak_mem_mb",), lambda r: fmt_number(r.get("peak_mem_mb"))),
+    ("memory ratio, native ÷ this (95 % interval)", ("memory_ratio", "memory_ci_low", "memory_ci_high"),
+     _memory_ratio),
+    ("MFU", ("mfu", "mfu_note"),
+     lambda r: _pct(r.get("mfu")) if not missing(r.get("mfu")) else _text(r.get("mfu_note"))),
+    ("noise", ("noisy", "noise"), lambda r: _text(r.get("noise")) if r.get("noisy") is True else "none detected"),
+    ("final loss", ("final_loss",), lambda r: fmt_number(r.get("final_loss"))),
+    ("loss parity", ("loss_parity", "loss_diff", "loss_parity_note"), _loss_parity),
+    ("recompilations after warmup", ("recompiles",), lambda r: fmt_number(r.get("recompiles"))),
+    ("warnings", ("warnings",), _warnings),
+    ("error", ("error",), lambda r: _text(r.get("error"))),
+]
+COLUMN_ROWS = {col: label for label, cols, _ in ROWS for col in cols} | {"backend": "(column heading)"}
 
 
 def summary_table_html(summary: pd.DataFrame) -> str:
-    """The summary DataFrame as a compact HTML table (shared with the panel)."""
-    cols = [c for c in _COLUMNS if c in summary.columns]
-    head = "".join(f"<th>{c}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(row[c])}</td>" for c in cols) + "</tr>" for _, row in summary.iterrows())
-    return f'<table class="tcb-summary"><tr>{head}</tr>{body}</table>'
+    """``Comparison.summary()`` as a table that fits a screen and a printed page: one column per job label,
+    one row per figure (units in the row labels). Shared by the HTML report and the ipywidgets panel."""
+    records = summary.to_dict("records")
+    head = "".join(f'<th scope="col" style="border-top-color:{plots.color(str(r["backend"]))}">'
+                   f'{html.escape(str(r["backend"]))}</th>' for r in records)
+    body = []
+    for label, cols, show in ROWS:
+        if not any(c in summary.columns for c in cols):
+            continue
+        cells = "".join(f"<td>{show(r)}</td>" for r in records)
+        body.append(f'<tr><th scope="row">{html.escape(label)}</th>{cells}</tr>')
+    return (f'{_STYLE}<table class="tcb-summary"><thead><tr><th scope="col">job</th>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
 
 
 def findings_html(summary: pd.DataFrame) -> str:
-    """Verdict and warnings per compiled backend, in plain words."""
+    """Per job label: its verdict kind, the verdict sentence and its warnings (from the summary's
+    ``verdict_kind``, ``verdict`` and ``warnings`` columns)."""
     items = []
-    for _, row in summary.iterrows():
-        items.append(f'<li><b>{html.escape(row["backend"])}</b>: <span class="verdict">{html.escape(row["verdict"])}</span>')
-        for w in row["warnings"]:
-            items.append(f'<ul><li class="warn">{html.escape(w)}</li></ul>')
-        items.append("</li>")
-    return "<ul>" + "".join(items) + "</ul>"
+    for r in summary.to_dict("records"):
+        warns = [] if missing(r.get("warnings")) else list(r["warnings"])
+        sub = "".join(f'<li class="tcb-warning">⚠ {html.escape(str(w))}</li>' for w in warns)
+        items.append(f'<li class="tcb-finding"><b>{html.escape(str(r["backend"]))}</b> {_kind(r.get("verdict_kind"))} '
+                     f'{_text(r.get("verdict"))}{f"<ul>{sub}</ul>" if sub else ""}</li>')
+    return f'{_STYLE}<ul class="tcb-findings">{"".join(items)}</ul>'
 
 
-def _costs_html(cmp: Any) -> str:
-    """The cost table on the spec's profile (or the catalog's ml.g5.2xlarge when this machine has no price)."""
+# -- the report ------------------------------------------------------------------------------------------
+def _usd(value: Any) -> str:
+    if missing(value):
+        return MISSING
+    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
+
+
+def _cost_profile(cmp: Any, profile: str | None) -> str | None:
+    """The profile to price at: the one asked for, else the spec's unless it is this machine (no price)."""
+    if profile:
+        return profile
+    return None if cmp.spec.profile == "this-machine" else cmp.spec.profile
+
+
+def costs_html(cmp: Any, profile: str | None = None) -> str:
+    """The cost section priced at ``profile`` (see ``_cost_profile``); "" when no profile was chosen."""
+    prof = _cost_profile(cmp, profile)
+    if prof is None:
+        return ""
     try:
-        prof = cmp.spec.profile if cmp.spec.profile != "this-machine" else "ml.g5.2xlarge"
         c = cmp.costs(prof)
     except Exception as exc:   # a profile name from an older catalog: the report still renders
-        return f"<p>No cost table: {html.escape(str(exc))}</p>"
-    cols = ["backend", "samples_s", "usd_per_1k_steps", "usd_per_epoch", "usd_per_1m_tokens", "saved_pct"]
-    head = "".join(f"<th>{k}</th>" for k in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(r[k])}</td>" for k in cols) + "</tr>" for _, r in c.iterrows())
-    basis = html.escape(str(c["basis"].dropna().iloc[0])) if c["basis"].notna().any() else ""
+        return f"<h2>Cost on {html.escape(prof)}</h2><p>No cost table: {html.escape(str(exc))}</p>"
+    cols = [("job", "backend", _text), ("samples/s", "samples_s", fmt_number),
+            ("$ per 1,000 steps", "usd_per_1k_steps", _usd), ("$ per epoch", "usd_per_epoch", _usd),
+            ("$ per 1M tokens", "usd_per_1m_tokens", _usd), ("hours per epoch", "hours_per_epoch", fmt_number),
+            ("saved by compiling", "saved_pct", lambda v: MISSING if missing(v) else f"{v:.1f} %")]
+    head = "".join(f"<th>{label}</th>" for label, _, _ in cols)
+    body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(k))}</td>" for _, k, fmt in cols) + "</tr>"
+                   for r in c.to_dict("records"))
+    basis = c["basis"].dropna()
+    basis_text = html.escape(str(basis.iloc[0])) + "; " if len(basis) else ""
     return (f"<h2>Cost on {html.escape(prof)}</h2><table class='tcb-costs'><tr>{head}</tr>{body}</table>"
-            f"<p>{basis}; epoch = 100,000 samples.</p>")
+            f"<p>{basis_text}epoch = 100,000 samples.</p>")
 
 
-def comparison_html(cmp: Any) -> str:
+def _figures_html(cmp: Any) -> str:
+    figs = [plots.plot_throughput(plots.collect_throughput(cmp)),
+            plots.plot_memory(plots.collect_memory(cmp), cmp.spec.memory_budget_gb),
+            plots.plot_losses(plots.collect_losses(cmp)), plots.plot_step_times(plots.collect_step_times(cmp))]
+    divs = [f.to_html(full_html=False, include_plotlyjs=(i == 0), default_height="360px", default_width="100%")
+            for i, f in enumerate(figs)]
+    return f'<div class="grid">{"".join(f"<div>{d}</div>" for d in divs)}</div>'
+
+
+def _errors_html(cmp: Any) -> str:
+    return "".join(f'<p class="warn">{html.escape(r.name)} round {r.round} (run {r.run_id}): {html.escape(r.status)}'
+                   f' — {html.escape(r.error[:600])}</p>' for r in cmp.results if r.error)
+
+
+def comparison_html(cmp: Any, profile: str | None = None) -> str:
+    """The self-contained HTML report of ``cmp``: the stored environment, findings, the summary table, a
+    cost section when a profile was chosen (``profile``, else the spec's unless it is this machine), plots."""
     summary = cmp.summary()
-    figs = [plots.plot_throughput(plots.collect_throughput(cmp)), plots.plot_memory(plots.collect_memory(cmp),
-            cmp.spec.memory_budget_gb), plots.plot_losses(plots.collect_losses(cmp)),
-            plots.plot_step_times(plots.collect_step_times(cmp))]
-    divs = [f.to_html(full_html=False, include_plotlyjs=(i == 0), default_height="360px") for i, f in enumerate(figs)]
     s = cmp.spec
     spec_txt = html.escape(", ".join(f"{k}={v!r}" for k, v in s.to_dict().items()))
-    machine = html.escape(f"{platform.node()} · {platform.processor() or platform.machine()} · Python {platform.python_version()}")
-    errors = "".join(f'<p class="warn">{html.escape(r.spec.backend)} (run {r.run_id}): {html.escape(r.status)} — '
-                     f'{html.escape(r.error[:600])}</p>' for r in cmp.results if r.error)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>tcbench comparison {cmp.comparison_id}</title>
-<style>{_CSS}</style></head><body>
+<style>{_PAGE_CSS}</style></head><body>
 <h1>tcbench: {html.escape(s.model)} ({html.escape(s.size)}) — native vs compiled</h1>
-<p>Comparison {cmp.comparison_id}; backends {html.escape(", ".join(cmp.backends))}; rounds {cmp.rounds}; machine {machine}.</p>
-<h2>Findings</h2>{findings_html(summary)}{errors}
-<h2>Summary</h2><div style="overflow-x:auto">{summary_table_html(summary)}</div>
-{_costs_html(cmp)}
+<p>Comparison {cmp.comparison_id}; jobs {html.escape(", ".join(cmp.backends))}; rounds {cmp.rounds}.</p>
+<p class="env">Measured on: {html.escape(describe(cmp.environment()))}</p>
+<h2>Findings</h2>{findings_html(summary)}{_errors_html(cmp)}
+<h2>Summary</h2>{summary_table_html(summary)}
+{costs_html(cmp, profile)}
 <p>Step time: median of the steady-state steps (the first {s.warmup_steps} warmup steps are reported apart).
-Speedup: native median step ÷ compiled median step (median of the per-round ratios). Compile latency: warmup time −
-warmup steps × steady median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: compile
-latency ÷ per-step gain.</p>
-<div class="grid">{"".join(f"<div>{d}</div>" for d in divs)}</div>
+Speedup: native median step ÷ compiled median step, with a 95 % interval (bootstrap over rounds and steady steps);
+"faster" or "slower" only when the interval excludes 1. Compile latency: warmup time − warmup steps × steady
+median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: compile latency ÷ per-step
+gain, as a range from the speedup's interval.</p>
+{_figures_html(cmp)}
 <h2>Job spec</h2><p><code>{spec_txt}</code></p>
 </body></html>"""
