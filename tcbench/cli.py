@@ -1,14 +1,28 @@
-"""The ``tcbench`` command line: compare, run, history, catalogs, max batch and learning-rate retuning."""
+"""The ``tcbench`` command line: compare, noise-floor, run, history, catalogs, max batch and learning-rate retuning.
+
+Every table speaks the same units under the same names (median step ms, IQR ms, CV, samples/s, compile s,
+peak MiB, MFU, noisy); the full data stays in ``--json`` and in ``tc.runs()``. Errors a user can fix are
+one line ``tcbench: <message>`` on stderr and exit code 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
+from ._compare import DEFAULT_ROUNDS
+from ._history import missing
+from ._metrics import fmt_ratio
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec
+from ._store import StoreError
+
+SINGLE_ROUND = "single round: no run-to-run spread"
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
@@ -40,99 +54,280 @@ def _spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
 
 
 def _backends(text: str) -> list[str]:
+    """The comma-separated backend names, in order, duplicates kept (``eager,eager`` is an A/A run)."""
     names = [b.strip() for b in text.split(",") if b.strip()]
     bad = [b for b in names if b not in BACKENDS]
     if bad or not names:
-        raise SystemExit(f"--backends={text!r}: unknown {bad}; allowed: {', '.join(BACKENDS)} (comma-separated)")
+        raise ValueError(f"--backends={text!r}: unknown {bad}; allowed: {', '.join(BACKENDS)} (comma-separated)")
     return names
 
 
+def _compared(names: list[str]) -> list[str]:
+    """The backends compared with the eager baseline: a leading ``eager`` is the baseline itself, so
+    ``eager,inductor`` compares inductor and ``eager,eager`` runs eager against itself (A/A)."""
+    rest = names[1:] if names[0] == "eager" else names
+    if not rest:
+        raise ValueError("--backends='eager': nothing to compare the baseline with; add a compiled backend "
+                         "(eager,inductor) or eager again for an A/A run (eager,eager)")
+    return rest
+
+
+# -- numbers for people -----------------------------------------------------------------------------------
+Cell = Callable[[Mapping[str, Any], str], str]
+
+
+def _num(spec: str) -> Cell:
+    return lambda row, col: "–" if missing(row.get(col)) else format(row[col], spec)
+
+
+def _text(row: Mapping[str, Any], col: str) -> str:
+    value = row.get(col)
+    return "–" if missing(value) or value == "" else str(value)
+
+
+def _yes_no(row: Mapping[str, Any], col: str) -> str:
+    return "–" if missing(row.get(col)) else ("yes" if row[col] else "no")
+
+
+def ratio_text(point: Any, low: Any, high: Any) -> str:
+    """A ratio with its 95 % interval for people: ``0.87× (0.80–0.95)``."""
+    if missing(point):
+        return "–"
+    if missing(low) or missing(high):
+        return fmt_ratio(point)
+    return f"{fmt_ratio(point)} ({fmt_ratio(low).rstrip('×')}–{fmt_ratio(high).rstrip('×')})"
+
+
+def _interval(low_col: str, high_col: str) -> Cell:
+    return lambda row, col: ratio_text(row.get(col), row.get(low_col), row.get(high_col))
+
+
+def _break_even(row: Mapping[str, Any], col: str) -> str:
+    be, low, high = row.get(col), row.get("break_even_low"), row.get("break_even_high")
+    if missing(be):
+        return "–"
+    if be == float("inf"):
+        return "never"
+    return f"{low:,.0f}–{high:,.0f}" if not (missing(low) or missing(high)) else f"{be:,.0f}"
+
+
+def _created(row: Mapping[str, Any], col: str) -> str:
+    return "–" if missing(row.get(col)) else pd.Timestamp(row[col]).strftime("%m-%d %H:%M")
+
+
+# source column -> (people's name, cell); the same names in `run`, `runs`, `compare` and `noise-floor`.
+# `compare` fits 120 columns: noise and loss parity are told in words below it, the intervals are in --json
+COLUMNS: dict[str, tuple[str, Cell]] = {
+    "run_id": ("run", _num(".0f")), "comparison_id": ("comparison", _num(".0f")), "created": ("created", _created),
+    "backend": ("backend", _text), "status": ("status", _text), "rounds": ("rounds", _num(".0f")),
+    "model": ("model", _text), "size": ("size", _text), "batch_size": ("batch", _num(".0f")),
+    "seq_len": ("seq", _num(".0f")), "step": ("step", _num(".0f")), "warmup": ("warmup", _yes_no),
+    "median_step_ms": ("median step ms", _num(",.1f")), "step_iqr_ms": ("IQR ms", _num(",.1f")),
+    "step_ms": ("step ms", _num(",.1f")), "cpu_ms": ("cpu ms", _num(",.1f")), "step_cv": ("CV", _num(".1%")),
+    "samples_s": ("samples/s", _num(",.1f")), "tokens_s": ("tokens/s", _num(",.0f")),
+    "compile_latency_s": ("compile s", _num(",.1f")), "cache": ("cache", _text),
+    "peak_mem_mb": ("peak MiB", _num(",.0f")), "mfu": ("MFU", _num(".3f")), "noisy": ("noisy", _yes_no),
+    "loss": ("loss", _num(".4f")), "final_loss": ("final loss", _num(".4f")),
+    "speedup": ("speedup (95% CI)", _interval("speedup_ci_low", "speedup_ci_high")),
+    "memory_ratio": ("memory ratio", lambda row, col: ratio_text(row.get(col), None, None)),
+    "break_even_steps": ("break-even", _break_even),
+    "host": ("host", _text), "threads": ("threads", _num(".0f")), "torch": ("torch", _text),
+    "commit": ("commit", _text), "load": ("load", _text),
+}
+COMPARE_COLUMNS = ["backend", "status", "median_step_ms", "step_cv", "samples_s", "compile_latency_s", "cache",
+                   "peak_mem_mb", "mfu", "speedup", "memory_ratio", "break_even_steps"]
+RUN_COLUMNS = ["run_id", "backend", "status", "median_step_ms", "step_iqr_ms", "step_cv", "samples_s", "tokens_s",
+               "compile_latency_s", "cache", "peak_mem_mb", "mfu", "noisy", "final_loss"]
+RUNS_COLUMNS = ["run_id", "created", "backend", "status", "model", "size", "batch_size", "seq_len",
+                "median_step_ms", "step_cv", "samples_s", "peak_mem_mb", "noisy", "host", "threads", "torch",
+                "commit", "load"]
+STEPS_COLUMNS = ["step", "warmup", "step_ms", "samples_s", "tokens_s", "peak_mem_mb", "loss", "seq_len", "cpu_ms"]
+
+
+def people(rows: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    """``rows`` as text in people's names and units (``COLUMNS``); absent columns are left out."""
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
+    present = [c for c in columns if any(c in r for r in records)]
+    return pd.DataFrame({COLUMNS[c][0]: [COLUMNS[c][1](r, c) for r in records] for c in present},
+                        columns=[COLUMNS[c][0] for c in present])
+
+
+def _float(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
 def _print(df: pd.DataFrame) -> None:
-    with pd.option_context("display.max_columns", 40, "display.width", 200, "display.max_colwidth", 60):
-        print(df.to_string(index=False))
+    """A table on stdout, floats to 4 significant digits; wrapped to the terminal's width when stdout is
+    one, whole lines in pipes."""
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    with pd.option_context("display.max_columns", 60, "display.max_colwidth", 60):
+        print(df.to_string(index=False, line_width=width, float_format=_float, na_rep="–") if len(df) else "(none)")
 
 
-def _log(event: dict) -> None:
-    if event["type"] == "log":
-        print(event["line"], flush=True)
-    elif event["type"] == "start":
-        print(f"[tcbench] job {event['job']} (run {event['run_id']}) started", flush=True)
-    elif event["type"] == "end":
-        r = event["result"]
-        fig = "" if r.median_step_s is None else f", median step {r.median_step_s * 1e3:.1f} ms"
-        print(f"[tcbench] job {event['job']} ended: {r.status}{fig} {r.error[:200]}", flush=True)
+def _write(path: str, flag: str, text: str) -> None:
+    """Write ``text`` to ``path``; a path that cannot be written is a one-line error naming it and why."""
+    try:
+        Path(path).expanduser().write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
+
+
+def _check_writable(path: str | None, flag: str) -> None:
+    """Fail before a long run, not after it, when ``path``'s folder does not exist or is a file."""
+    if path is None:
+        return
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ValueError(f"{flag} {path}: cannot write it (it is a folder)")
+    if not p.parent.is_dir():
+        raise ValueError(f"{flag} {path}: cannot write it (the folder {p.parent} does not exist)")
+
+
+# -- commands -----------------------------------------------------------------------------------------------
+def print_comparison(cmp: Any) -> None:
+    """The summary table, then per backend its verdict sentence, warnings, loss parity and error; MFU notes last."""
+    summary, spec = cmp.summary(), cmp.spec
+    print(f"{spec.model} {spec.size}, batch {spec.batch_size}, seq {spec.seq_len}, {spec.precision}, "
+          f"{cmp.rounds} round{'' if cmp.rounds == 1 else 's'}; comparison {cmp.comparison_id}")
+    _print(people(summary, COMPARE_COLUMNS))
+    if cmp.rounds == 1:
+        print(f"note: {SINGLE_ROUND} (use --rounds 3 or more for an interval across runs)")
+    notes: dict[str, list[str]] = {}
+    for row in summary.to_dict("records"):
+        print(f"- {row['backend']}: {row['verdict']}")
+        for w in row["warnings"]:
+            print(f"    warning: {w}")
+        parity = row.get("loss_parity")
+        if row["verdict_kind"] != "baseline" and (missing(parity) or bool(parity)):   # a failure is a warning
+            print(f"    loss parity {'' if missing(parity) else 'ok: '}{row['loss_parity_note']}")
+        if row.get("error"):
+            print(f"    error: {row['error'].strip().splitlines()[-1][:300]}")
+        if row.get("mfu_note"):
+            notes.setdefault(row["mfu_note"], []).append(row["backend"])
+    for note, labels in notes.items():
+        print(f"{', '.join(labels)}: {note}")
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
     import tcbench as tc
 
-    names = _backends(a.backends)
-    native = names[0] if names[0] == "eager" else "eager"
-    cmp = tc.compare(_spec(a, native), backends=[b for b in names if b != native], rounds=a.rounds, observer=_log)
-    summary = cmp.summary()
-    _print(summary.drop(columns=["warnings", "error"]))
-    for _, row in summary.iterrows():
-        print(f"- {row['backend']}: {row['verdict']}")
-        for w in row["warnings"]:
-            print(f"    warning: {w}")
-    if a.report:
-        cmp.to_html(a.report)
-        print(f"report written to {a.report}")
-    if a.json:
-        with open(a.json, "w") as f:
-            f.write(cmp.to_json())
-        print(f"JSON written to {a.json}")
+    from ._cli_progress import Progress
+
+    others = _compared(_backends(a.backends))
+    _check_writable(a.report, "--report")
+    _check_writable(a.json, "--json")
+    with Progress(rounds=a.rounds) as progress:
+        cmp = tc.compare(_spec(a, "eager"), backends=others, rounds=a.rounds, observer=progress)
+    print_comparison(cmp)
+    for path, flag, text in ((a.report, "--report", cmp.to_html), (a.json, "--json", cmp.to_json)):
+        if path:
+            try:
+                _write(path, flag, text())
+            except ValueError as exc:   # the jobs are measured and stored: say how to get the file later
+                raise ValueError(f"{exc}; the comparison is stored: tcbench report {cmp.comparison_id} "
+                                 "--out PATH writes its report") from None
+            print(f"{flag.lstrip('-')} written to {path}")
     return 0 if all(r.ok for r in cmp.results) else 1
+
+
+def noise_floor_line(nf: Any) -> str:
+    """``smallest resolvable speedup now: 1.06× (A/A interval 0.96–1.06×, verdict: no measurable difference)``."""
+    if nf.resolvable is None:
+        return f"smallest resolvable speedup now: unknown (verdict: {nf.verdict_kind})"
+    return (f"smallest resolvable speedup now: {fmt_ratio(nf.resolvable)} (A/A interval "
+            f"{fmt_ratio(nf.low).rstrip('×')}–{fmt_ratio(nf.high)}, verdict: {nf.verdict_kind})")
+
+
+def cmd_noise_floor(a: argparse.Namespace) -> int:
+    import tcbench as tc
+
+    from ._cli_progress import Progress
+
+    with Progress(rounds=a.rounds) as progress:
+        nf = tc.noise_floor(_spec(a, a.backend), rounds=a.rounds, observer=progress)
+    print_comparison(nf.comparison)
+    print(noise_floor_line(nf))
+    return 0 if all(r.ok for r in nf.comparison.results) else 1
 
 
 def cmd_run(a: argparse.Namespace) -> int:
     import tcbench as tc
 
-    r = tc.run(_spec(a, a.backend), observer=_log)
-    _print(pd.DataFrame([r.summary_row()]))
+    from ._cli_progress import Progress
+
+    with Progress() as progress:
+        r = tc.run(_spec(a, a.backend), observer=progress)
+    _print(people([r.summary_row()], RUN_COLUMNS))
+    for text in (f"noisy: {r.noise_reason}" if r.noisy else "", r.mfu_note,
+                 f"error: {r.error.strip()[-1500:]}" if r.error else "",
+                 f"artifacts: {r.artifacts}" if r.artifacts else ""):
+        if text:
+            print(text)
     return 0 if r.ok else 1
+
+
+def _runs_table(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    df["backend"] = [lab or b for lab, b in zip(df["label"].fillna(""), df["backend"])]
+    first = (lambda v: "?" if missing(v) or not v else str(v).split()[0])
+    df["load"] = [f"{first(s)}→{first(e)}" for s, e in zip(df["load_start"], df["load_end"])]
+    return people(df, RUNS_COLUMNS)
+
+
+def _steps_table(run_id: int) -> pd.DataFrame:
+    import tcbench as tc
+
+    from ._store import Store
+
+    Store().run_row(run_id)   # a KeyError naming the id and the store when there is no such run
+    df = tc.steps(run_id)
+    df["step_ms"], df["cpu_ms"], df["peak_mem_mb"] = df["step_s"] * 1e3, df["cpu_s"] * 1e3, df["mem_bytes"] / 2**20
+    return people(df, STEPS_COLUMNS)
 
 
 def cmd_table(a: argparse.Namespace) -> int:
     import tcbench as tc
 
-    if a.command == "runs":
-        _print(tc.runs().tail(a.last))
-    elif a.command == "steps":
-        _print(tc.steps(a.run_id))
-    elif a.command == "comparisons":
-        _print(tc.comparisons().tail(a.last))
-    elif a.command == "models":
-        _print(tc.models())
-    elif a.command == "backends":
-        _print(tc.backends())
-    elif a.command == "profiles":
-        _print(tc.profiles().drop(columns=["label"], errors="ignore"))
+    tables = {"runs": lambda: _runs_table(tc.runs().tail(a.last)), "steps": lambda: _steps_table(a.run_id),
+              "comparisons": lambda: tc.comparisons().tail(a.last), "models": tc.models, "backends": tc.backends,
+              "profiles": lambda: tc.profiles().drop(columns=["label"], errors="ignore")}
+    _print(tables[a.command]())
     return 0
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     import tcbench as tc
 
-    tc.load_comparison(a.comparison_id).to_html(a.out)
+    _check_writable(a.out, "--out")
+    _write(a.out, "--out", tc.load_comparison(a.comparison_id).to_html())
     print(f"report written to {a.out}")
     return 0
+
+
+def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("compare", help="run the eager baseline and compiled jobs, print the summary and verdicts")
+    _spec_args(p)
+    p.add_argument("--backends", default="eager,inductor",
+                   help="comma-separated, e.g. eager,inductor,xla; eager is the baseline, eager,eager runs A/A")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="alternating rounds (1: no run-to-run spread)")
+    p.add_argument("--report", help="write a self-contained HTML report here")
+    p.add_argument("--json", help="write the full summary and every step as JSON here")
+    p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("noise-floor", help="run a job against itself (A/A): the smallest speedup resolvable now")
+    _spec_args(p)
+    p.add_argument("--backend", default="eager", choices=BACKENDS)
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
+    p.set_defaults(func=cmd_noise_floor)
+    p = sub.add_parser("run", help="run one job")
+    _spec_args(p)
+    p.add_argument("--backend", default="eager", choices=BACKENDS)
+    p.set_defaults(func=cmd_run)
 
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="tcbench", description="native vs compiled training jobs, measured honestly")
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("compare", help="run native and compiled jobs and print the summary")
-    _spec_args(p)
-    p.add_argument("--backends", default="eager,inductor", help="comma-separated, e.g. eager,inductor,xla")
-    p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--report", help="write a self-contained HTML report here")
-    p.add_argument("--json", help="write the summary and steps as JSON here")
-    p.set_defaults(func=cmd_compare)
-    p = sub.add_parser("run", help="run one job")
-    _spec_args(p)
-    p.add_argument("--backend", default="eager", choices=BACKENDS)
-    p.set_defaults(func=cmd_run)
+    _add_run_commands(sub)
     for name in ("runs", "comparisons"):
         p = sub.add_parser(name, help=f"list stored {name}")
         p.add_argument("--last", type=int, default=20)
@@ -156,9 +351,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
         return a.func(a)
-    except ValueError as exc:
+    except (ValueError, StoreError) as exc:
         print(f"tcbench: {exc}", file=sys.stderr)
-        return 2
+    except KeyError as exc:   # str(KeyError) quotes its message
+        print(f"tcbench: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("tcbench: interrupted; the steps measured so far are kept in the store", file=sys.stderr)
+        return 130
+    except BrokenPipeError:   # `tcbench runs | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 2
 
 
 if __name__ == "__main__":
