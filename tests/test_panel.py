@@ -1,13 +1,16 @@
 """The panel's logic without a browser: set widget values, press the buttons programmatically,
-wait for the background thread, then check the figures' traces, the table and the words.
+wait for the background thread, then check the figures' traces, the table, the verdicts and the status.
 
-The fast tests replace ``tc.compare`` by a scripted one that sends the same events; the
-``integration`` test runs real tiny jobs (eager + inductor) through the real engine.
+The fast tests replace ``tc.compare`` (and ``tc.noise_floor``) by scripted ones that send the engine's
+events (start, phase, compiler, step, log, end) and return real ``Comparison`` objects, so the verdicts
+come from the engine's own summary; the ``integration`` test runs real tiny jobs through the real engine.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+import statistics
 import threading
 import time
 
@@ -17,7 +20,8 @@ import tcbench as tc
 from tcbench import Comparison, JobResult, StepRecord
 from tcbench.widgets import Workbench
 
-TINY = dict(model="bert-base-cased", size="tiny", batch_size=4, seq_len=32, steps=8, warmup_steps=2)
+TINY = dict(model="gpt2", size="tiny", batch_size=4, seq_len=32, steps=12, warmup_steps=2)
+RESTORE = {**TINY, "rounds": 3, "lr": 2e-3, "threads": 1}
 
 
 @pytest.fixture(autouse=True)
@@ -25,50 +29,81 @@ def _own_store(tmp_path, monkeypatch):
     monkeypatch.setenv("TCBENCH_DB", str(tmp_path / "panel.db"))
 
 
-def _scripted_compare(step_s: dict, status: dict | None = None, pause: float = 0.0):
-    """A stand-in for tc.compare: same events and return type, no processes."""
+def _figures(spec, step_s: float, recs: list) -> tc.JobFigures:
+    steady = [r.step_s for r in recs if not r.warmup]
+    med = statistics.median(steady)
+    return tc.JobFigures(median_step_s=med, samples_s=spec.batch_size / med, tokens_s=spec.tokens_per_step / med,
+                         steady_steps=len(steady), step_cv=statistics.pstdev(steady) / statistics.fmean(steady),
+                         compile_latency_s=19 * step_s * spec.warmup_steps if spec.compiled else None,
+                         peak_mem_bytes=recs[-1].mem_bytes, final_loss=recs[-1].loss, recompiles_after_warmup=0)
+
+
+def _job(spec, label: str, rnd: int, run_id: int, step_s: float, status: str, notify, stop, pause: float):
+    """One scripted job: the runner's events in the worker's order, then its JobResult."""
+    base = {"job": f"{label}#{rnd}", "backend": spec.backend, "label": label, "run_id": run_id}
+    notify({"type": "start", **base, "round": rnd, "spec": spec})
+    notify({"type": "phase", **base, "phase": "loading"})
+    if spec.compiled:
+        notify({"type": "compiler", **base, "mode": spec.compile_mode, "precision": spec.precision, "debug": False})
+    notify({"type": "phase", **base, "phase": "compiling" if spec.compiled else "warmup"})
+    recs, end = [], status
+    for n in range(spec.steps):
+        if stop is not None and stop.is_set():
+            end = "interrupted"
+            break
+        if end != "ok" and n == 3:
+            break
+        if n == spec.warmup_steps:
+            notify({"type": "phase", **base, "phase": "measuring"})
+        warm = n < spec.warmup_steps
+        s = step_s * (20 if warm and spec.compiled else 1) * (1 + 0.02 * (n % 3 - 1))  # a little spread
+        rec = StepRecord(step=n, step_s=s, samples_s=spec.batch_size / s, tokens_s=spec.tokens_per_step / s,
+                         mem_bytes=(40 + 10 * tc.BACKENDS.index(spec.backend)) * 2**20, loss=8.3 - 0.05 * n,
+                         warmup=warm, seq_len=spec.seq_len)
+        recs.append(rec)
+        notify({"type": "step", **base, "record": rec})
+        time.sleep(pause)
+    ok = end == "ok"
+    res = JobResult(spec=spec, status=end, run_id=run_id, records=recs, round=rnd,
+                    label=label if label != spec.backend else "",
+                    error="" if ok else "RuntimeError: out of memory (scripted)",
+                    figures=_figures(spec, step_s, recs) if ok else tc.JobFigures())
+    notify({"type": "end", **base, "result": res})
+    return res
+
+
+def _scripted_compare(step_s: dict, status: dict | None = None, pause: float = 0.0, calls: list | None = None):
+    """A stand-in for tc.compare: the same events, alternating rounds (A B, B A, …) and return type, no processes."""
     status = status or {}
 
-    def compare(spec, backends=("inductor",), rounds=1, observer=None, stop=None):
-        order = [spec.backend, *backends]
-        cmp = Comparison(spec=spec, backends=order, rounds=rounds, comparison_id=None)
-        notify = observer or (lambda e: None)
+    def compare(spec, backends=("inductor",), rounds=3, observer=None, stop=None):
+        if calls is not None:
+            calls.append(dict(spec=spec, backends=tuple(backends), rounds=rounds))
+        labels = [spec.backend, *[b + " (A/A)" if b == spec.backend else b for b in backends]]
+        cmp = Comparison(spec=spec, backends=labels, rounds=rounds, comparison_id=None)
         for rnd in range(rounds):
-            for i, backend in enumerate(order):
+            for label in (labels if rnd % 2 == 0 else labels[::-1]):
                 if stop is not None and stop.is_set():
                     break
-                job, js = f"{backend}#{rnd}", dataclasses.replace(spec, backend=backend)
-                notify({"type": "start", "job": job, "backend": backend, "round": rnd, "run_id": i, "spec": js})
-                notify({"type": "log", "job": job, "line": f"[tcbench] Found configuration for compiler {backend}."})
-                recs, end = [], status.get(backend, "ok")
-                for n in range(spec.steps):
-                    if stop is not None and stop.is_set():
-                        end = "interrupted"
-                        break
-                    if end != "ok" and n == 3:
-                        break
-                    s = step_s[backend] * (20 if n < spec.warmup_steps and backend != "eager" else 1)
-                    rec = StepRecord(step=n, step_s=s, samples_s=spec.batch_size / s, tokens_s=spec.tokens_per_step / s,
-                                     mem_bytes=(40 + 10 * i) * 2**20, loss=0.7 - 0.01 * n, warmup=n < spec.warmup_steps,
-                                     seq_len=spec.seq_len)
-                    recs.append(rec)
-                    notify({"type": "step", "job": job, "backend": backend, "run_id": i, "record": rec})
-                    time.sleep(pause)
-                med = step_s[backend]
-                ok = end == "ok"
-                res = JobResult(spec=js, status=end, run_id=i, records=recs,
-                                error="" if ok else "RuntimeError: out of memory (scripted)",
-                                median_step_s=med if ok else None, samples_s=spec.batch_size / med if ok else None,
-                                tokens_s=spec.tokens_per_step / med if ok else None,
-                                compile_latency_s=(19 * med * spec.warmup_steps if backend != "eager" else None) if ok else None,
-                                peak_mem_bytes=(40 + 10 * i) * 2**20 if ok else None, final_loss=recs[-1].loss if recs else None,
-                                recompiles_after_warmup=0)
-                notify({"type": "end", "job": job, "backend": backend, "run_id": i, "result": res})
-                cmp.results.append(res)
-                cmp.rounds_of.append(rnd)
+                backend = label.removesuffix(" (A/A)")
+                js = dataclasses.replace(spec, backend=backend)
+                cmp.results.append(_job(js, label, rnd, len(cmp.results), step_s[backend], status.get(backend, "ok"),
+                                        observer or (lambda e: None), stop, pause))
         return cmp
 
     return compare
+
+
+def _scripted_noise_floor(calls: list, pause: float = 0.0):
+    """A stand-in for tc.noise_floor: the job against itself through the scripted compare."""
+    def noise_floor(spec, rounds=3, observer=None, stop=None):
+        calls.append(dict(spec=spec, rounds=rounds))
+        cmp = _scripted_compare({"eager": 0.1}, pause=pause)(spec, [spec.backend], rounds, observer, stop)
+        row = cmp.summary().iloc[1]
+        return tc.NoiseFloor(cmp, row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"],
+                             row["verdict_kind"], row["verdict"])
+
+    return noise_floor
 
 
 def _panel(**values) -> Workbench:
@@ -77,10 +112,38 @@ def _panel(**values) -> Workbench:
     return panel
 
 
+def _run(panel: Workbench) -> Comparison:
+    panel.run_button.click()
+    return panel.wait(timeout=30)
+
+
+def _badges(words: str) -> list[str]:
+    """The verdict kinds shown as badges, in order (the style block names every kind, so read the spans)."""
+    return re.findall(r'<span class="tcb-kind tcb-kind-([a-z-]+)">', words)
+
+
+def _watch(widget) -> list[str]:
+    seen: list[str] = []
+    widget.observe(lambda ch: seen.append(ch["new"]), names="value")
+    return seen
+
+
+# -- controls --------------------------------------------------------------------------------------------
+def test_default_job_is_tiny_gpt2_on_one_thread_with_three_rounds():
+    panel = Workbench()
+    spec = panel.controls.spec
+    assert (spec.model, spec.size, spec.batch_size, spec.seq_len, spec.steps, spec.warmup_steps) == \
+        ("gpt2", "tiny", 8, 64, 40, 5)
+    assert spec.lr == pytest.approx(2e-3) and spec.threads == 1
+    assert panel.controls.rounds.value == 3
+    assert "keeps the measurement honest" in panel.controls.threads.tooltip
+    assert "keeps the measurement honest" in panel.controls.threads_help.value
+
+
 def test_labels_show_family_params_and_profile_figures():
     panel = Workbench()
     labels = [label for label, _ in panel.controls.model.options]
-    assert any("bert" in label and "params" in label for label in labels)
+    assert any("gpt2" in label and "params" in label for label in labels)
     profiles = panel.controls.profile.options
     assert profiles[0][1] == "this-machine" and profiles[0][0].startswith("this machine")
     gpu = [label for label, name in profiles if name != "this-machine"]
@@ -89,24 +152,27 @@ def test_labels_show_family_params_and_profile_figures():
 
 @pytest.mark.parametrize("field, value, control", [
     ("batch_size", 0, "batch_size"), ("seq_len", 100000, "seq_len"), ("lr", -1.0, "lr"),
-    ("warmup_steps", 50, "steps"), ("rounds", 0, "rounds"),
+    ("warmup_steps", 50, "warmup_steps"), ("rounds", 0, "rounds"), ("threads", 0, "threads"),
 ])
 def test_invalid_input_is_refused_next_to_its_control(field, value, control, monkeypatch):
     called = []
     monkeypatch.setattr(tc, "compare", lambda *a, **k: called.append(1))
     panel = _panel(**{field: value})
     assert panel.controls.spec is None
-    assert panel.run_button.disabled
+    assert panel.run_button.disabled and panel.noise_button.disabled
     assert "⚠" in panel.controls.errors[control].value
+    assert [name for name, err in panel.controls.errors.items() if err.value] == [control]
     assert panel.run() is None and not called
-    panel.controls.set(**{field: {**TINY, "rounds": 1, "lr": 5e-5}[field]})
+    panel.controls.set(**{field: RESTORE[field]})
     assert not panel.run_button.disabled and panel.controls.errors[control].value == ""
 
 
 def test_keyword_presets_fill_the_controls():
-    panel = Workbench(model="distilbert-base-uncased", steps=12, warmup_steps=3, backends=("inductor", "xla"))
-    assert panel.controls.spec.model == "distilbert-base-uncased" and panel.controls.spec.steps == 12
-    assert panel.controls.selected_backends() == ("inductor", "xla")
+    panel = Workbench(model="distilbert-base-uncased", steps=12, warmup_steps=3, backends=("inductor", "xla"),
+                      rounds=1, threads=2)
+    spec = panel.controls.spec
+    assert spec.model == "distilbert-base-uncased" and spec.steps == 12 and spec.threads == 2
+    assert panel.controls.selected_backends() == ("inductor", "xla") and panel.controls.rounds.value == 1
 
 
 def test_no_compiled_backend_is_refused():
@@ -114,37 +180,89 @@ def test_no_compiled_backend_is_refused():
     assert panel.run_button.disabled and "at least one compiled backend" in panel.controls.errors["backends"].value
 
 
-def test_run_paired_draws_live_figures_table_and_words(monkeypatch, tmp_path):
+def test_threads_and_rounds_reach_the_engine(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}, calls=calls))
+    panel = _panel(threads=2)
+    _run(panel)
+    assert calls[-1]["spec"].threads == 2 and calls[-1]["rounds"] == 3
+    panel.controls.set(threads=1, rounds=1)
+    _run(panel)
+    assert calls[-1]["spec"].threads == 1 and calls[-1]["rounds"] == 1
+
+
+# -- a paired run ----------------------------------------------------------------------------------------
+def test_run_paired_draws_live_figures_table_and_verdict(monkeypatch):
     monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
     panel = _panel(backends=("inductor",))
     main = threading.current_thread()
-    seen = []
+    threads, live_texts = [], set()
     real_observe = panel._observe
-    monkeypatch.setattr(panel, "_observe", lambda e: (seen.append(threading.current_thread()), real_observe(e)))
-    panel.run_button.click()
-    cmp = panel.wait(timeout=30)
-    assert cmp is not None and [r.status for r in cmp.results] == ["ok", "ok"]
-    assert seen and all(t is not main for t in seen), "compare must run off the kernel's main thread"
+
+    def observe(event):
+        threads.append(threading.current_thread())
+        real_observe(event)
+        live_texts.update(panel.figures.traces()["throughput_text"])
+
+    monkeypatch.setattr(panel, "_observe", observe)
+    cmp = _run(panel)
+    assert cmp is not None and [r.status for r in cmp.results] == ["ok"] * 6
+    assert threads and all(t is not main for t in threads), "compare must run off the kernel's main thread"
+    assert {"2.00× (round 1 of 3)", "2.00× (round 2 of 3)", "2.00× (round 3 of 3)"} <= live_texts
     drawn = panel.figures.traces()
-    assert set(drawn["loss"]) == {"eager", "inductor"}
-    assert set(drawn["step_time"]) == {"eager", "inductor"}
-    assert any("2.00×" in text for text in drawn["throughput_text"])
-    assert "<table" in panel.summary.value and "speedup" in panel.summary.value
-    assert "pays off after" in panel.words.value
+    assert set(drawn["loss"]) == {"eager", "inductor"} and set(drawn["step_time"]) == {"eager", "inductor"}
+    assert "baseline" in drawn["throughput_text"]
+    assert any(re.fullmatch(r"2\.00× \(1\.\d\d–2\.\d\d\)", t) for t in drawn["throughput_text"]), drawn
+    assert "<table" in panel.summary.value and "speedup (95 % interval)" in panel.summary.value
+    assert _badges(panel.words.value) == ["faster"]
+    assert "95 % interval" in panel.words.value and "pays off after" in panel.words.value
     assert panel.failures.value == ""
     assert "Done" in panel.status.value and not panel.run_button.disabled and panel.stop_button.disabled
-    assert len(panel.progress.box.children) == 2
-    assert "Found configuration" in panel.log.value
+    assert len(panel.progress.box.children) == 6
     assert panel.comparison.summary()["backend"].tolist() == ["eager", "inductor"]
+
+
+def test_a_single_round_says_so_on_the_bars(monkeypatch):
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
+    panel = _panel(rounds=1)
+    _run(panel)
+    texts = panel.figures.traces()["throughput_text"]
+    assert any(t.startswith("2.00×") and "single round" in t for t in texts), texts
+
+
+def test_status_shows_the_phase_and_the_configured_compiler(monkeypatch):
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
+    panel = _panel(rounds=1)
+    seen = _watch(panel.status)
+    _run(panel)
+    assert any("<b>eager</b> · round 1 of 1" in s and "warming up…" in s for s in seen), seen
+    assert any("<b>inductor</b>" in s and "compiling…" in s and "compiler inductor configured (mode default" in s
+               for s in seen), seen
+    assert any("measuring…" in s for s in seen)
+    assert "Found configuration" not in panel.log.value   # the status came from the "compiler" event
+
+
+@pytest.mark.parametrize("times, kind", [
+    ({"eager": 0.1, "inductor": 0.2}, "slower"),
+    ({"eager": 0.1, "inductor": 0.1}, "no measurable difference"),
+])
+def test_a_verdict_that_is_not_faster_never_claims_a_payoff(times, kind, monkeypatch):
+    monkeypatch.setattr(tc, "compare", _scripted_compare(times))
+    panel = _panel()
+    _run(panel)
+    words = panel.words.value
+    assert _badges(words) == [kind.replace(" ", "-")]
+    assert "95 % interval" in words and "pays off after" not in words
+    if kind != "slower":
+        assert "pays off" not in words
 
 
 def test_slowdown_and_failure_are_told_in_words(monkeypatch):
     monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.1, "inductor": 0.2, "xla": 0.1},
                                                          status={"xla": "oom"}))
     panel = _panel(backends=("inductor", "xla"))
-    panel.run()
-    panel.wait(timeout=30)
-    assert "slower" in panel.words.value and "never" in panel.words.value
+    _run(panel)
+    assert _badges(panel.words.value) == ["slower", "inconclusive"]
     assert "xla" in panel.failures.value and "oom" in panel.failures.value and "out of memory" in panel.failures.value
     assert not panel.run_button.disabled  # the panel stays usable
     assert panel.run() is not None
@@ -178,23 +296,74 @@ def test_a_crashing_engine_is_a_message_not_an_exception(monkeypatch):
     assert "engine exploded" in panel.status.value and not panel.run_button.disabled
 
 
+def test_memory_budget_comes_from_a_known_profile_only(monkeypatch):
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
+    cmp = tc.compare(tc.JobSpec(**TINY, profile="ml.g5.2xlarge"), rounds=1)
+    panel = Workbench()
+    panel.show(cmp)
+    assert panel.figures.budget_mb == pytest.approx(tc.profile("ml.g5.2xlarge").memory_budget_gb * 1024)
+    panel.show(tc.compare(tc.JobSpec(**TINY, profile="no-such-profile"), rounds=1))
+    assert panel.figures.budget_mb is None and "<table" in panel.summary.value
+
+
+# -- the noise floor ---------------------------------------------------------------------------------------
+def test_the_stored_noise_floor_is_shown_beside_the_verdict(monkeypatch):
+    asked = []
+    stored = dict(resolvable=1.06, speedup_ci_low=0.95, speedup_ci_high=1.06, verdict_kind="no measurable difference",
+                  verdict="no measurable difference: …", created=time.time() - 12 * 60)
+    monkeypatch.setattr(tc, "latest_noise_floor", lambda spec: asked.append(spec) or stored)
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
+    panel = _panel(batch_size=6)
+    _run(panel)
+    assert asked[-1] == panel.comparison.spec and asked[-1].batch_size == 6
+    assert panel.noise_text.value == "this machine resolves ≥ 1.06× now (A/A, measured 12 min ago)"
+
+
+def test_measure_noise_floor_runs_in_the_background_like_run_paired(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(tc, "latest_noise_floor", lambda spec: None)
+    monkeypatch.setattr(tc, "noise_floor", _scripted_noise_floor(calls, pause=0.01))
+    panel = _panel(rounds=2)
+    assert panel.noise_text.value == "noise floor not measured" and not panel.noise_button.disabled
+    seen = _watch(panel.status)
+    panel.noise_button.click()
+    assert panel.run_button.disabled and panel.noise_button.disabled and not panel.stop_button.disabled
+    panel.wait(timeout=30)
+    assert calls == [dict(spec=panel.controls.spec, rounds=2)]
+    assert len(panel.progress.box.children) == 4          # eager and eager (A/A), two rounds
+    assert any("<b>eager (A/A)</b> · round 2 of 2" in s for s in seen), seen
+    assert re.fullmatch(r"this machine resolves ≥ 1\.\d\d× now \(A/A, measured just now\)", panel.noise_text.value)
+    assert panel.noise_floor.verdict_kind == "no measurable difference"
+    assert panel.comparison is None and "Done" in panel.status.value and not panel.run_button.disabled
+
+
+def test_a_stopped_noise_floor_is_not_claimed_as_kept(monkeypatch):
+    monkeypatch.setattr(tc, "latest_noise_floor", lambda spec: None)
+    monkeypatch.setattr(tc, "noise_floor", _scripted_noise_floor([], pause=0.05))
+    panel = _panel(steps=200)
+    panel.measure_noise_floor()
+    time.sleep(0.3)
+    panel.stop_button.click()
+    panel.wait(timeout=10)
+    assert "Stopped" in panel.status.value and "not kept" in panel.noise_text.value
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_real_paired_run_history_and_export(tmp_path):
-    """Real tiny jobs through tc.compare (eager + inductor), then History and Export."""
-    panel = _panel(backends=("inductor",))
+    """Real tiny jobs through tc.compare (eager + inductor, one round), then History and Export."""
+    panel = _panel(backends=("inductor",), rounds=1)
     panel.run_button.click()
     cmp = panel.wait(timeout=580)
     assert cmp is not None, panel.status.value
     assert [r.status for r in cmp.results] == ["ok", "ok"], panel.failures.value
     drawn = panel.figures.traces()
     assert {"eager", "inductor"} <= set(drawn["loss"])
-    assert any("×" in text for text in drawn["throughput_text"])
-    assert "<table" in panel.summary.value
+    assert any("×" in text and "single round" in text for text in drawn["throughput_text"]), drawn
+    assert "<table" in panel.summary.value and len(_badges(panel.words.value)) == 1
     # History: the comparison is in the store and redraws without rerunning
     panel.tabs.selected_index = 1
-    assert cmp.comparison_id in panel.history.picker.options[1][1:] or any(
-        v == cmp.comparison_id for _, v in panel.history.picker.options)
+    assert any(v == cmp.comparison_id for _, v in panel.history.picker.options)
     panel.summary.value = ""
     panel.history.picker.value = cmp.comparison_id
     assert panel.comparison.comparison_id == cmp.comparison_id and "<table" in panel.summary.value

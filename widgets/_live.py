@@ -34,12 +34,13 @@ def _color(backend: str) -> str:
     return plots.color(backend)  # one colour per backend everywhere (panel, report, notebooks)
 
 
-def speedup_label(backend: str, value: float | None) -> str:
+def live_speedup_label(backend: str, value: float | None, rnd: int, rounds: int) -> str:
+    """The throughput bar's text while jobs run: ``"1.95× (round 1 of 3)"`` (a live estimate, no interval yet)."""
     if backend == "eager":
         return "baseline"
     if value is None or not math.isfinite(value):
         return "—"
-    return f"{value:.2f}× vs eager"
+    return f"{value:.2f}× (round {rnd + 1} of {rounds})"
 
 
 def _num(value: Any) -> bool:
@@ -107,7 +108,9 @@ class LiveFigures:
         self._index = {(t.meta, t.name): i for i, t in enumerate(self.figure.data)}
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
-        self._speedups: dict[str, float] = {}
+        self._round: dict[str, int] = {}
+        self._final: dict[str, str] = {}
+        self.rounds = 1
         self._dirty = False
         self._last_flush = 0.0
         self.budget_mb: float | None = None
@@ -119,12 +122,12 @@ class LiveFigures:
         return self.figure.data[self._index[(panel, backend)]]
 
     # -- a new run -----------------------------------------------------------------------------
-    def reset(self, backends: list[str], budget_mb: float | None = None) -> None:
+    def reset(self, backends: list[str], budget_mb: float | None = None, rounds: int = 1) -> None:
         """Empty the panels and show one trace (line or bar) per backend of the new run."""
         with self._lock:
             self.backends = [b for b in backends if (PANELS[0], b) in self._index]
             self._series = {b: _Series() for b in self.backends}
-            self._speedups = {}
+            self._round, self._final, self.rounds = {}, {}, rounds
             self.budget_mb = budget_mb
             self._dirty = False
         fig = self.figure
@@ -148,21 +151,22 @@ class LiveFigures:
                                 yanchor="top", font=dict(color="#b00020", size=11)))]
 
     # -- events (any thread) ----------------------------------------------------------------------
-    def add_step(self, backend: str, record: Any, batch_size: int) -> None:
+    def add_step(self, backend: str, record: Any, batch_size: int, rnd: int = 0) -> None:
         with self._lock:
             self._series.setdefault(backend, _Series()).add(record, batch_size)
+            self._round[backend] = rnd
             self._dirty = True
 
-    def set_result(self, backend: str, result: Any, speedup: float | None = None) -> None:
-        """A job ended: its bars take the result's figures (the live estimate until then)."""
+    def set_result(self, backend: str, result: Any, batch_size: int) -> None:
+        """A job of any round ended: its bars take that job's figures (a live estimate until the summary)."""
         with self._lock:
             s = self._series.setdefault(backend, _Series())
-            if _num(result.samples_s) and s.batch:
+            s.batch = s.batch or batch_size
+            if _num(result.samples_s):
                 s.steady_s = [s.batch / result.samples_s]
             if result.peak_mem_bytes is not None:
                 s.peak_mb = result.peak_mem_bytes / 2**20
-            if speedup is not None:
-                self._speedups[backend] = speedup
+            self._round[backend] = result.round
             self._dirty = True
 
     def flush(self, force: bool = False, min_interval: float = 0.3) -> None:
@@ -174,8 +178,7 @@ class LiveFigures:
             self._dirty, self._last_flush = False, now
             snap = {b: (list(s.steps), list(s.step_ms), list(s.loss_steps), list(s.losses), s.samples_s,
                         s.peak_mb, s.warmup_last) for b, s in self._series.items() if (PANELS[0], b) in self._index}
-            speedups = dict(self._speedups)
-        eager_tp = snap["eager"][4] if "eager" in snap else None
+            texts = {b: self._bar_text(b, v[4], snap["eager"][4] if "eager" in snap else None) for b, v in snap.items()}
         shapes = self._budget_shapes()
         warm = [v[6] for v in snap.values() if v[6] is not None]
         starts = [min(v[0]) for v in snap.values() if v[0]]
@@ -190,20 +193,27 @@ class LiveFigures:
                 if loss_steps:
                     t = self.trace("loss", b)
                     t.x, t.y = loss_steps, losses
-                sp = speedups.get(b)
-                if sp is None and b != "eager" and eager_tp and tp:
-                    sp = tp / eager_tp
                 t = self.trace("throughput", b)
-                t.y, t.text = [tp or 0], [speedup_label(b, sp) if tp else ""]
+                t.y, t.text = [tp or 0], [texts[b]]
                 t = self.trace("memory", b)
                 t.y, t.text = [peak], [f"{peak:.0f} MB" if peak else ""]
             self.figure.layout.shapes = shapes
 
+    def _bar_text(self, backend: str, tp: float | None, eager_tp: float | None) -> str:
+        """The summary's interval once the comparison ended; until then the live ratio and its round."""
+        if backend in self._final:
+            return self._final[backend]
+        if not tp:
+            return ""
+        sp = tp / eager_tp if eager_tp and backend != "eager" else None
+        return live_speedup_label(backend, sp, self._round.get(backend, 0), self.rounds)
+
     def load(self, cmp: Any, budget_gb: float | None = None) -> None:
         """Redraw from a finished (or stored) comparison: curves of round 0 from the shared
-        ``tcbench.plots.collect_*`` DataFrames, bars from ``summary()``."""
+        ``tcbench.plots.collect_*`` DataFrames, bars from ``summary()`` with the speedup's interval
+        (``tcbench.plots.speedup_text``: "0.87× (0.80–0.95)", "single round" when rounds == 1)."""
         summary = cmp.summary()
-        self.reset(list(summary["backend"]), budget_mb=budget_gb * 1024 if budget_gb else None)
+        self.reset(list(summary["backend"]), budget_mb=budget_gb * 1024 if budget_gb else None, rounds=cmp.rounds)
         losses, times = plots.collect_losses(cmp), plots.collect_step_times(cmp)
         first_run = times.groupby("backend", sort=False)["run_id"].first().to_dict() if len(times) else {}
         with self._lock:
@@ -215,13 +225,12 @@ class LiveFigures:
                 s.loss_steps, s.losses = l["step"].astype(int).tolist(), l["loss"].astype(float).tolist()
                 warm = t.loc[t["warmup"].astype(bool), "step"]
                 s.warmup_last = int(warm.max()) if len(warm) else None
-            for row in summary.to_dict("records"):
+            for i, row in enumerate(summary.to_dict("records")):
                 s = self._series.setdefault(row["backend"], _Series())
-                tp, mem, sp = row.get("samples_s"), row.get("peak_mem_mb"), row.get("speedup")
+                tp, mem = row.get("samples_s"), row.get("peak_mem_mb")
                 s.batch, s.steady_s = (1, [1 / tp]) if _num(tp) else (0, [])
                 s.peak_mb = float(mem) if _num(mem) else 0.0
-                if _num(sp):
-                    self._speedups[row["backend"]] = float(sp)
+                self._final[row["backend"]] = plots.speedup_text(row, first=i == 0)
             self._dirty = True
         self.flush(force=True)
 
@@ -256,14 +265,14 @@ class JobProgress:
         self._rows[job] = (bar, text)
         self.box.children = (*self.box.children, w.HBox([bar, text], layout=w.Layout(align_items="center")))
 
-    def step(self, job: str, record: Any, steps: int) -> None:
+    def step(self, job: str, record: Any) -> None:
         if job not in self._rows:
-            self.start(job, steps)
+            self.start(job, record.step + 1)
         bar, text = self._rows[job]
         bar.value = min(bar.value + 1, bar.max)  # one event per step, whatever the step numbering
         loss = "—" if record.loss is None else f"{record.loss:.4f}"
         phase = " (warmup)" if record.warmup else ""
-        text.value = (f"<code>{html.escape(job)}</code> step {bar.value}/{steps}{phase} · loss {loss} · "
+        text.value = (f"<code>{html.escape(job)}</code> step {bar.value}/{bar.max}{phase} · loss {loss} · "
                       f"{record.samples_s:.1f} samples/s")
 
     def end(self, job: str, result: Any) -> None:

@@ -3,7 +3,8 @@
 ``Workbench()`` as a cell's last expression shows the panel. Long work runs in a
 ``threading.Thread`` — never on the kernel's main thread, so the Stop button is heard — and
 ``tc.compare`` runs each job in its own process. ``panel.comparison`` is the last shown
-``tcbench.Comparison`` (its ``summary()`` / ``steps()`` DataFrames are there for the notebook).
+``tcbench.Comparison`` (its ``summary()`` / ``steps()`` DataFrames are there for the notebook);
+``panel.noise_floor`` the last ``tcbench.NoiseFloor`` measured with "Measure noise floor".
 """
 
 from __future__ import annotations
@@ -12,56 +13,71 @@ import html
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import ipywidgets as w
 
 import tcbench as tc
 
-from ._controls import Controls
+from ._controls import Controls, profile_budget_gb
 from ._history import History
 from ._live import JobProgress, LiveFigures
+from ._report import failures_html, noise_floor_text, words_html
 from ._tuning import TuningTab
-from ._report import failures_html, summary_table_html, words_html
 
 _CSS = w.HTML("<style>.tcb-panel .widget-label{min-width:0}.tcb-status{font-size:13px}"
               ".tcb-log pre{max-height:180px;overflow:auto;font-size:11px}</style>")
+_PHASES = {"loading": "loading…", "compiling": "compiling…", "warmup": "warming up…", "measuring": "measuring…",
+           "eval": "evaluating…"}
+
+
+def _html(css_class: str, value: str = "") -> w.HTML:
+    out = w.HTML(value)
+    out.add_class(css_class)
+    return out
 
 
 class Workbench:
     """The tcbench panel. Keyword arguments preset the controls, e.g.
-    ``Workbench(model="distilbert-base-uncased", steps=10, backends=("inductor", "xla"))``."""
+    ``Workbench(model="distilbert-base-uncased", steps=10, backends=("inductor", "xla"), rounds=1, threads=1)``."""
 
     def __init__(self, **preset: Any):
         self.comparison: Any = None
+        self.noise_floor: Any = None
         self._thread: threading.Thread | None = None
         self._busy = False
         self._stop = threading.Event()
-        self._job_round: dict[str, int] = {}
+        self._jobs: dict[str, tuple[int, Any]] = {}      # job -> (round, JobSpec), from its "start" event
+        self._compiler: dict[str, str] = {}              # job -> its configured compiler, from its "compiler" event
+        self._rounds, self._feed_figures = 1, True
         self._log: list[str] = []
-        self.controls = Controls(on_change=self._sync_buttons)
-        self.controls._on_change = None  # until the buttons exist
+        self.controls = Controls()
         if preset:
             self.controls.set(**preset)
-        self.controls._on_change = self._sync_buttons
+        self._make_widgets()
+        self.controls._on_change = self._controls_changed
+        self.history = History(on_load=self.show)
+        self.box = self._layout()
+        self._sync_buttons()
+        self._refresh_noise_floor()
+
+    def _make_widgets(self) -> None:
         self.run_button = w.Button(description="Run paired", button_style="primary", icon="play")
         self.run_button.add_class("tcb-run")
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.stop_button.add_class("tcb-stop")
         self.run_button.on_click(lambda _b: self.run())
         self.stop_button.on_click(lambda _b: self.stop())
-        self.status = w.HTML("")
-        self.status.add_class("tcb-status")
+        self.noise_button = w.Button(description="Measure noise floor", icon="balance-scale",
+                                     layout=w.Layout(width="auto"),
+                                     tooltip="run the job against itself (A/A) to see the smallest speedup this "
+                                             "machine can resolve now")
+        self.noise_button.add_class("tcb-noise-floor-button")
+        self.noise_button.on_click(lambda _b: self.measure_noise_floor())
+        self.status, self.summary, self.words = _html("tcb-status"), _html("tcb-summary"), _html("tcb-words")
+        self.noise_text, self.failures, self.log = _html("tcb-noise-floor"), _html("tcb-failures"), _html("tcb-log")
         self.progress = JobProgress()
         self.figures = LiveFigures(["eager", *self.controls.selected_backends()])
-        self.summary = w.HTML("")
-        self.summary.add_class("tcb-summary")
-        self.words = w.HTML("")
-        self.words.add_class("tcb-words")
-        self.failures = w.HTML("")
-        self.failures.add_class("tcb-failures")
-        self.log = w.HTML("")
-        self.log.add_class("tcb-log")
         self.export_path = w.Text(placeholder="report path (default: tcbench-comparison-<id>.html)",
                                   layout=w.Layout(width="360px"))
         self.export_path.add_class("tcb-export-path")
@@ -69,18 +85,13 @@ class Workbench:
                                       layout=w.Layout(width="auto"))
         self.export_button.add_class("tcb-export")
         self.export_button.on_click(lambda _b: self.export())
-        self.export_message = w.HTML("")
-        self.export_message.add_class("tcb-export-message")
-        self.history = History(on_load=self.show)
-        self.box = self._layout()
-        self._sync_buttons()
+        self.export_message = _html("tcb-export-message")
 
     # -- layout ----------------------------------------------------------------------------------
     def _layout(self) -> w.VBox:
         run_tab = w.VBox([self.controls.box(), w.HBox([self.run_button, self.stop_button]), self.status])
         self.tuning = TuningTab(self.controls)
-        tuning = self.tuning.box
-        self.tabs = w.Tab(children=[run_tab, self.history.box, tuning])
+        self.tabs = w.Tab(children=[run_tab, self.history.box, self.tuning.box])
         for i, title in enumerate(("Run", "History", "Batch & LR")):
             self.tabs.set_title(i, title)
         self.tabs.add_class("tcb-tabs")
@@ -88,9 +99,11 @@ class Workbench:
         log = w.Accordion(children=[self.log])
         log.set_title(0, "Job log")
         log.selected_index = None
+        noise = w.HBox([self.noise_text, self.noise_button], layout=w.Layout(align_items="center"))
         export = w.HBox([self.export_button, self.export_path, self.export_message])
         box = w.VBox([_CSS, w.HTML("<h3 style='margin:4px 0'>tcbench — does compiling pay off?</h3>"), self.tabs,
-                      self.progress.box, self.failures, self.figures.box(), self.summary, self.words, export, log])
+                      self.progress.box, self.failures, self.figures.box(), self.words, noise, self.summary, export,
+                      log])
         box.add_class("tcb-panel")
         return box
 
@@ -114,7 +127,7 @@ class Workbench:
     def _sync_buttons(self) -> None:
         running = self.running
         valid = self.controls.spec is not None
-        self.run_button.disabled = running or not valid
+        self.run_button.disabled = self.noise_button.disabled = running or not valid
         self.stop_button.disabled = not running
         self.export_button.disabled = running or self.comparison is None
         if not running and not valid:
@@ -122,6 +135,28 @@ class Workbench:
                                  f"{html.escape(self.controls.error)}</span>")
         elif not running and "tcb-invalid" in self.status.value:
             self.status.value = ""
+
+    def _controls_changed(self) -> None:
+        self._sync_buttons()
+        if self.comparison is None and not self.running:
+            self._refresh_noise_floor()
+
+    def _noise_spec(self) -> Any:
+        """The job the noise floor is for: the shown comparison's, else the one the controls describe."""
+        return self.comparison.spec if self.comparison is not None else self.controls.spec
+
+    def _refresh_noise_floor(self) -> None:
+        spec = self._noise_spec()
+        if spec is None:
+            self.noise_text.value = ""
+            return
+        try:
+            info = tc.latest_noise_floor(spec)
+        except Exception as exc:  # noqa: BLE001 - an unreadable store is a message, not a broken panel
+            self.noise_text.value = (f"<span style='color:#b00020'>could not read the stored noise floor: "
+                                     f"{html.escape(str(exc))}</span>")
+            return
+        self.noise_text.value = html.escape(noise_floor_text(info))
 
     # -- actions ---------------------------------------------------------------------------------
     def run(self) -> threading.Thread | None:
@@ -131,46 +166,70 @@ class Workbench:
             return None
         spec, backends, rounds = self.controls.spec, self.controls.selected_backends(), self.controls.rounds.value
         budget = spec.memory_budget_gb * 1024 if spec.memory_budget_gb else None
-        self.figures.reset(["eager", *backends], budget_mb=budget)
-        self.progress.clear()
-        self.summary.value = self.words.value = self.failures.value = self.export_message.value = ""
-        self._log, self._job_round, self.log.value = [], {}, ""
+        self.figures.reset(["eager", *backends], budget_mb=budget, rounds=rounds)
+        self.summary.value = self.words.value = self.failures.value = ""
         self.comparison = None
+        text = (f"Running eager vs {', '.join(backends)} · {spec.model} ({spec.size}) · batch {spec.batch_size} × seq "
+                f"{spec.seq_len} · {spec.steps} steps ({spec.warmup_steps} warmup) · {rounds} round(s) · "
+                f"{spec.threads} thread(s) per job …")
+        return self._start(text, rounds, True, lambda stop: tc.compare(spec, backends=backends, rounds=rounds,
+                                                                       observer=self._observe, stop=stop),
+                           self.show, "comparison")
+
+    def measure_noise_floor(self) -> threading.Thread | None:
+        """Run the shown job (else the controls' job) against itself (A/A) for the controls' rounds, in the
+        background with the same Stop button and progress rows as Run paired; then show the noise floor."""
+        if self.running or not self.controls.validate():
+            self._sync_buttons()
+            return None
+        spec, rounds = self._noise_spec(), self.controls.rounds.value
+        self.noise_text.value = "measuring the noise floor…"
+        text = (f"Measuring the noise floor: {spec.model} ({spec.size}) on {spec.backend} against itself, batch "
+                f"{spec.batch_size} × seq {spec.seq_len}, {rounds} round(s) …")
+        return self._start(text, rounds, False, lambda stop: tc.noise_floor(spec, rounds=rounds,
+                                                                            observer=self._observe, stop=stop),
+                           self._show_noise_floor, "noise-floor run")
+
+    def _start(self, text: str, rounds: int, feed_figures: bool, job: Callable[[threading.Event], Any],
+               done: Callable[[Any], None], what: str) -> threading.Thread:
+        """Run ``job(stop_event)`` on a background thread with the controls locked; ``done(result)`` draws it."""
+        self.progress.clear()
+        self.export_message.value = ""
+        self._log, self._jobs, self._compiler, self.log.value = [], {}, {}, ""
+        self._rounds, self._feed_figures = rounds, feed_figures
         self._stop = threading.Event()
         self.controls.set_disabled(True)
-        self.status.value = (f"Running eager vs {', '.join(backends)} · {spec.model} ({spec.size}) · batch "
-                             f"{spec.batch_size} × seq {spec.seq_len} · {spec.steps} steps ({spec.warmup_steps} warmup)"
-                             f"{f' · {rounds} rounds' if rounds > 1 else ''} …")
+        self.status.value = html.escape(text)
         self._busy = True
-        self._thread = threading.Thread(target=self._work, args=(spec, backends, rounds), daemon=True,
-                                        name="tcbench-compare")
+        self._thread = threading.Thread(target=self._work, args=(job, done, what), daemon=True,
+                                        name=f"tcbench-{what.replace(' ', '-')}")
         self._sync_buttons()
         self._thread.start()
         return self._thread
 
     def stop(self) -> None:
-        """Stop the running comparison; what was measured is kept, the running job shows as interrupted."""
+        """Stop the running work; what was measured is kept, the running job shows as interrupted."""
         if self.running:
             self._stop.set()
             self.status.value = "Stopping… (the running job is being ended; its measured steps are kept)"
 
     def wait(self, timeout: float | None = None) -> Any:
-        """Block until the running comparison ends; returns ``panel.comparison``."""
+        """Block until the running work ends; returns ``panel.comparison``."""
         if self._thread is not None:
             self._thread.join(timeout)
         return self.comparison
 
-    def _work(self, spec: Any, backends: tuple[str, ...], rounds: int) -> None:
+    def _work(self, job: Callable[[threading.Event], Any], done: Callable[[Any], None], what: str) -> None:
         started = time.monotonic()
-        cmp, error = None, ""
+        result, error = None, ""
         try:
-            cmp = tc.compare(spec, backends=backends, rounds=rounds, observer=self._observe, stop=self._stop)
+            result = job(self._stop)
         except Exception as exc:  # noqa: BLE001 - the panel stays usable whatever happens
             error = f"{type(exc).__name__}: {exc}"
         try:
             self.figures.flush(force=True)
-            if cmp is not None:
-                self.show(cmp)
+            if result is not None:
+                done(result)
         except Exception as exc:  # noqa: BLE001
             error = error or f"could not draw the result: {type(exc).__name__}: {exc}"
         finally:
@@ -179,61 +238,90 @@ class Workbench:
             self._sync_buttons()
         took = time.monotonic() - started
         if error:
-            self.status.value = f"<span style='color:#b00020'>The comparison failed: {html.escape(error)}</span>"
+            self.status.value = f"<span style='color:#b00020'>The {what} failed: {html.escape(error)}</span>"
         elif self._stop.is_set():
             self.status.value = f"Stopped after {took:.0f} s; the measured steps are shown and kept in the store."
         else:
             self.status.value = f"<span class='tcb-done'>Done in {took:.0f} s.</span>"
 
+    # -- observer events (on the background thread) -------------------------------------------------
     def _observe(self, event: dict) -> None:
-        """The compare observer (runs on the background thread); a drawing error never stops the jobs."""
+        """The compare observer; a drawing error never stops the jobs."""
+        handlers = {"start": self._on_start, "phase": self._on_phase, "compiler": self._on_compiler,
+                    "step": self._on_step, "end": self._on_end, "log": self._on_log}
         try:
-            kind, job = event.get("type"), event.get("job", "")
-            if kind == "start":
-                self._job_round[job] = int(event.get("round", 0) or 0)
-                self.progress.start(job, event["spec"].steps)
-            elif kind == "step":
-                rec, steps = event["record"], self.controls.spec.steps if self.controls.spec else 0
-                self.progress.step(job, rec, steps or rec.step)
-                if self._job_round.get(job, 0) == 0:
-                    self.figures.add_step(event["backend"], rec, self._batch())
-                    self.figures.flush()
-            elif kind == "end":
-                result = event["result"]
-                self.progress.end(job, result)
-                if self._job_round.get(job, 0) == 0:
-                    self.figures.set_result(event["backend"], result)
-                    self.figures.flush(force=True)
-            elif kind == "log":
-                self._add_log(job, str(event.get("line", "")))
+            handler = handlers.get(event.get("type", ""))
+            if handler is not None:
+                handler(event, event.get("job", ""), event.get("label") or event.get("backend", ""))
         except Exception as exc:  # noqa: BLE001
             self._add_log("panel", f"could not show event {event.get('type')}: {type(exc).__name__}: {exc}")
 
-    def _batch(self) -> int:
-        return self.controls.spec.batch_size if self.controls.spec else 0
+    def _on_start(self, event: dict, job: str, _label: str) -> None:
+        self._jobs[job] = (int(event.get("round") or 0), event["spec"])
+        self.progress.start(job, event["spec"].steps)
+
+    def _job_status(self, job: str, label: str, words: str) -> None:
+        if self._stop.is_set():  # "Stopping…" stays until the work ends
+            return
+        rnd = self._jobs.get(job, (0, None))[0]
+        compiler = self._compiler.get(job)
+        self.status.value = (f"<b>{html.escape(label)}</b> · round {rnd + 1} of {self._rounds} · "
+                             f"<span class='tcb-phase'>{html.escape(words)}</span>"
+                             + (f" · {html.escape(compiler)}" if compiler else ""))
+
+    def _on_phase(self, event: dict, job: str, label: str) -> None:
+        phase = str(event.get("phase", ""))
+        self._job_status(job, label, _PHASES.get(phase, f"{phase}…"))
+
+    def _on_compiler(self, event: dict, job: str, label: str) -> None:
+        debug = "; debug report kept" if event.get("debug") else ""
+        self._compiler[job] = (f"compiler {event.get('backend')} configured (mode {event.get('mode')}, "
+                               f"{event.get('precision')}{debug})")
+        self._job_status(job, label, "configuring…")
+
+    def _on_step(self, event: dict, job: str, label: str) -> None:
+        rec = event["record"]
+        self.progress.step(job, rec)
+        rnd, spec = self._jobs.get(job, (0, None))
+        if self._feed_figures and rnd == 0 and spec is not None:  # the curves show round 1; bars every round
+            self.figures.add_step(label, rec, spec.batch_size, rnd)
+            self.figures.flush()
+
+    def _on_end(self, event: dict, job: str, label: str) -> None:
+        result = event["result"]
+        self.progress.end(job, result)
+        if self._feed_figures:
+            self.figures.set_result(label, result, result.spec.batch_size)
+            self.figures.flush(force=True)
+
+    def _on_log(self, event: dict, job: str, _label: str) -> None:
+        self._add_log(job, str(event.get("line", "")))
 
     def _add_log(self, job: str, line: str) -> None:
         self._log = (self._log + [f"[{job}] {line}" if job else line])[-200:]
         self.log.value = "<pre>" + html.escape("\n".join(self._log)) + "</pre>"
-        if "Found configuration" in line:
-            self.status.value = html.escape(line)
 
-    # -- showing a comparison ------------------------------------------------------------------------
+    # -- showing results -----------------------------------------------------------------------------
     def show(self, cmp: Any) -> None:
-        """Draw a finished (or loaded) comparison: figures, summary table, words, failures."""
+        """Draw a finished (or loaded) comparison: figures, summary table, verdicts, noise floor, failures."""
         self.comparison = cmp
         summary = cmp.summary()
-        budget_gb = getattr(cmp.spec, "memory_budget_gb", None)
+        budget_gb = cmp.spec.memory_budget_gb
         if budget_gb is None:
-            try:
-                budget_gb = tc.profile(cmp.spec.profile).memory_budget_gb
-            except Exception:  # noqa: BLE001
-                budget_gb = None
+            budget_gb = profile_budget_gb(cmp.spec.profile)
         self.figures.load(cmp, budget_gb=budget_gb)
-        self.summary.value = summary_table_html(summary)
+        self.summary.value = tc.report.summary_table_html(summary)
         self.words.value = words_html(summary)
         self.failures.value = failures_html(cmp.results)
+        self._refresh_noise_floor()
         self._sync_buttons()
+
+    def _show_noise_floor(self, nf: Any) -> None:
+        self.noise_floor = nf
+        text = noise_floor_text({**nf.summary(), "created": time.time()})
+        if self._stop.is_set():
+            text += " — stopped before the end, so not kept as this machine's noise floor"
+        self.noise_text.value = html.escape(text)
 
     def export(self, path: str | Path | None = None) -> Path | None:
         """Write the shown comparison's HTML report; returns its path."""

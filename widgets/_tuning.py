@@ -35,7 +35,7 @@ def _figure() -> go.FigureWidget:
 class TuningTab:
     """Find max batch + Retune LR, driven by the Run tab's controls (``controls.spec``)."""
 
-    def __init__(self, controls: Any, status: Callable[[str], None] | None = None):
+    def __init__(self, controls: Any):
         self.controls = controls
         self.max_batch: Any = None
         self.retune: Any = None
