@@ -202,7 +202,8 @@ class PanelUI:
     def set_tiny_job(self, backends=("inductor",)) -> None:
         self.choose("tcb-size", "tiny")
         self.choose("tcb-model", "bert-base-cased ")
-        for cls, value in (("tcb-batch-size", 4), ("tcb-seq-len", 32), ("tcb-steps", 8), ("tcb-warmup-steps", 2)):
+        for cls, value in (("tcb-batch-size", 4), ("tcb-seq-len", 32), ("tcb-steps", 8), ("tcb-warmup-steps", 2),
+                           ("tcb-rounds", 1), ("tcb-threads", 1)):
             self.type_number(cls, value)
         for name in ("inductor", "xla"):
             self.tick(name, name in backends)
@@ -239,8 +240,10 @@ class PanelUI:
     def throughput_texts(self) -> list[str]:
         return self.panel.locator(".tcb-figure .subplot.xy .barlayer text").all_text_contents()
 
-    def summary_rows(self) -> list[str]:
-        return self.panel.locator(".tcb-summary table.tcb-summary-table tbody tr").all_inner_texts()
+    def summary_jobs(self) -> list[str]:
+        """The job labels heading the summary table's columns (one column per job)."""
+        heads = self.panel.locator(".tcb-summary table.tcb-summary thead th[scope=col]").all_inner_texts()
+        return [h.strip() for h in heads[1:]]
 
 
 @pytest.fixture

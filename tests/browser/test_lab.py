@@ -74,7 +74,7 @@ def test_run_paired_in_lab_draws_plots_and_summary(page, lab_server, panel_ui, u
         assert "eager" in legend and "inductor" in legend, legend
         assert ui.loss_traces() >= 2
         assert any("×" in t for t in ui.throughput_texts()), ui.throughput_texts()
-        rows = ui.summary_rows()
-        assert len(rows) == 2 and rows[0].startswith("eager") and rows[1].startswith("inductor"), rows
+        jobs = ui.summary_jobs()
+        assert jobs == ["eager", "inductor"], jobs
     finally:
         _shutdown(lab_server, nb)
