@@ -61,8 +61,8 @@ def _disturbed(m: dict) -> str:
 def peak_flops(threads: int, dtype: str, store: Any = None) -> dict:
     """``{"flops", "disturbed", "spread", "cpu_share", "cached"}`` for this host, thread count, dtype and torch.
 
-    Read from the store when an undisturbed probe of the last 30 days exists; else measured (once per
-    session) and stored. ``disturbed`` is "" or the reason the figure cannot be trusted.
+    Read from the store when an undisturbed probe of the last 30 days exists; else measured and stored
+    (once per session when undisturbed). ``disturbed`` is "" or the reason the figure cannot be trusted.
     """
     from ._env import static_env
 
@@ -87,11 +87,13 @@ def peak_flops(threads: int, dtype: str, store: Any = None) -> dict:
         _SESSION[key] = {"error": f"the peak-FLOPs probe failed: {why}"}   # not retried in this session
         return _SESSION[key]
     m = json.loads(out.stdout.strip().splitlines()[-1])
-    _SESSION[key] = {**m, "disturbed": _disturbed(m), "cached": False}
+    entry = {**m, "disturbed": _disturbed(m), "cached": False}
+    if not entry["disturbed"]:   # a disturbed probe is tried again by the next job
+        _SESSION[key] = entry
     if store is not None:
         store.add_probe("matmul_peak", host, m["flops"], m, threads=threads, dtype=dtype, torch=torch_version,
-                        disturbed=_SESSION[key]["disturbed"])
-    return _SESSION[key]
+                        disturbed=entry["disturbed"])
+    return entry
 
 
 if __name__ == "__main__":
