@@ -9,6 +9,7 @@ Peak TFLOP/s are dense per-device datasheet figures; prices are SageMaker on-dem
 from __future__ import annotations
 
 import difflib
+import dataclasses
 import functools
 import json
 import math
@@ -55,6 +56,7 @@ class Profile:
     is_local: bool = False
     cpu: str = ""
     notes: str = ""
+    written: str = ""    # when the catalog's figures were written down (prices carry their own price_date)
 
     @property
     def memory_budget_gb(self) -> float:
@@ -178,7 +180,8 @@ def _load_catalog(path_text: str, mtime: float) -> tuple[Profile, ...]:
         if raw["name"] in seen or raw["name"] == LOCAL:
             _fail(path, f"profile {raw['name']!r}", "name", raw["name"], "names must be unique and not 'this-machine'")
         seen.add(raw["name"])
-    return tuple(_to_profile(raw, accelerators) for raw in raws)
+    written = str(doc.get("written", ""))
+    return tuple(dataclasses.replace(_to_profile(raw, accelerators), written=written) for raw in raws)
 
 
 def _catalog() -> tuple[Profile, ...]:
@@ -306,6 +309,23 @@ def _row(p: Profile) -> dict:
             "price_date": p.price_date or None, "label": p.label}
 
 
-def profiles() -> pd.DataFrame:
-    """All profiles as a DataFrame, one row each, ``"this-machine"`` first."""
+def _source_rows(p: Profile) -> list[dict]:
+    rows = []
+    for key in SOURCED:
+        values = {f"peak_{d}_tflops": v for d, v in p.peak_tflops.items()} if key == "peak_tflops" else \
+            {key: getattr(p, key)}
+        for name, value in values.items():
+            date = "read now" if p.is_local else (p.price_date if key == "price_per_hour" else p.written)
+            rows.append({"name": p.name, "figure": name, "value": value, "source": p.sources.get(key, ""),
+                         "date": date or "not recorded"})
+    return rows
+
+
+def profiles(sources: bool = False) -> pd.DataFrame:
+    """All profiles as a DataFrame, one row each, ``"this-machine"`` first.
+
+    ``sources=True``: one row per (profile, figure) with its value, where it comes from and when it was written
+    (a price carries its own date; this machine's figures are read now)."""
+    if sources:
+        return pd.DataFrame([row for p in _all() for row in _source_rows(p)])
     return pd.DataFrame([_row(p) for p in _all()])

@@ -290,7 +290,8 @@ def cmd_table(a: argparse.Namespace) -> int:
 
     tables = {"runs": lambda: _runs_table(tc.runs().tail(a.last)), "steps": lambda: _steps_table(a.run_id),
               "comparisons": lambda: tc.comparisons().tail(a.last), "models": tc.models, "backends": tc.backends,
-              "profiles": lambda: tc.profiles().drop(columns=["label"], errors="ignore")}
+              "profiles": lambda: (tc.profiles(sources=True) if a.sources else
+                                   tc.profiles().drop(columns=["label"], errors="ignore"))}
     _print(tables[a.command]())
     return 0
 
@@ -335,8 +336,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("steps", help="one stored run's step records")
     p.add_argument("run_id", type=int)
     p.set_defaults(func=cmd_table)
-    for name in ("models", "backends", "profiles"):
+    for name in ("models", "backends"):
         sub.add_parser(name, help=f"list {name}").set_defaults(func=cmd_table)
+    p = sub.add_parser("profiles", help="list instance profiles")
+    p.add_argument("--sources", action="store_true", help="one row per figure: its value, source and date")
+    p.set_defaults(func=cmd_table)
     p = sub.add_parser("report", help="write the HTML report of a stored comparison")
     p.add_argument("comparison_id", type=int)
     p.add_argument("--out", default="report.html")

@@ -295,3 +295,11 @@ def test_compare_prints_summary_and_writes_report(tmp_path, capsys):
     assert "xla: compiling" in cap.err and "xla: ok — median step" in cap.err
     html = report.read_text()
     assert "plotly" in html and "xla" in html
+
+
+def test_profiles_sources_name_every_figures_source(capsys):
+    from tcbench import cli
+
+    assert cli.main(["profiles", "--sources"]) == 0
+    out = capsys.readouterr().out
+    assert "price_per_hour" in out and "read now" in out and "2026-11-22" in out

@@ -162,3 +162,15 @@ def test_missing_catalog_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.setenv("TCBENCH_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="TCBENCH_DATA"):
         profiles()
+
+
+def test_every_figure_shows_its_source_and_date():
+    df = profiles(sources=True)
+    assert {"name", "figure", "value", "source", "date"} <= set(df.columns)
+    g5 = df[df["name"] == "ml.g5.2xlarge"].set_index("figure")
+    assert g5.loc["price_per_hour", "date"] == profile("ml.g5.2xlarge").price_date
+    assert g5.loc["memory_per_device_gib", "date"] == "2026-11-22" and g5.loc["accelerator", "value"] == "A10G"
+    assert "A10" in g5.loc["peak_fp32_tflops", "source"]
+    assert (df["source"].str.len() > 0).all(), df[df["source"].str.len() == 0]
+    local = df[df["name"] == "this-machine"]
+    assert (local["date"] == "read now").all()
