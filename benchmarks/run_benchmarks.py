@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import tcbench as tc  # noqa: E402
 
-THREADS = len(os.sched_getaffinity(0))
+THREADS = 1   # one thread per job: honest on a shared machine (--threads to change)
 ROUNDS = 3   # A B A B A B per configuration: the speedup is the median of the per-round ratios
 
 HAND_LOOP = r'''
@@ -77,8 +77,8 @@ def bench_config(model: str, size: str, steps: int) -> list[dict]:
     for _, r in warm.summary().iterrows():
         c = cold.get(r.backend)
         rows.append(dict(model=model, size=size, backend=r.backend, status=r.status, median_step_ms=r.median_step_ms,
-                         samples_s=r.samples_s, speedup=r.speedup, speedup_min=r.speedup_min,
-                         speedup_max=r.speedup_max, compile_warm_s=r.compile_latency_s,
+                         samples_s=r.samples_s, speedup=r.speedup, speedup_ci_low=r.speedup_ci_low,
+                         speedup_ci_high=r.speedup_ci_high, verdict_kind=r.verdict_kind, compile_warm_s=r.compile_latency_s,
                          compile_cold_s=None if c is None else c.compile_latency_s, peak_mem_mb=r.peak_mem_mb,
                          mfu=r.mfu, break_even=r.break_even_steps))
     return rows
@@ -109,17 +109,18 @@ def _fmt(v, spec=".1f") -> str:
 
 
 def _speedup(r: dict) -> str:
-    lo, hi = r.get("speedup_min"), r.get("speedup_max")
-    if r["speedup"] is None or lo is None or hi is None or lo == hi:
+    lo, hi = r.get("speedup_ci_low"), r.get("speedup_ci_high")
+    if r["speedup"] is None or lo is None or hi is None:
         return _fmt(r["speedup"], ".2f")
-    return f"{r['speedup']:.2f} ({lo:.2f}–{hi:.2f})"
+    return f"{r['speedup']:.2f} ({lo:.2f}–{hi:.2f}) {r.get('verdict_kind') or ''}".rstrip()
 
 
 def markdown(rows: list[dict], over: list[dict], machine: str) -> str:
     lines = [f"Measured {time.strftime('%Y-%m-%d')} on {machine}, {THREADS} thread(s) per job; batch 8, seq 128, fp32, "
-             f"warm cache unless noted; {ROUNDS} alternating rounds (speedup: median of the per-round ratios, min–max).",
+             f"warm cache unless noted; {ROUNDS} alternating rounds (speedup: geometric mean of the per-round ratios with its "
+             "95 % bootstrap interval, and the verdict).",
              "",
-             "| model | size | backend | status | median step ms | samples/s | speedup vs eager (min–max) | compile cold s | "
+             "| model | size | backend | status | median step ms | samples/s | speedup vs eager (95 % interval) | compile cold s | "
              "compile warm s | peak mem MiB | MFU | break-even steps |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -140,8 +141,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="bert-base-cased tiny only")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=None,
-                    help="threads per job (default: all cores; use 1 on a busy machine: OpenMP's spinning "
-                         "threads slow down many-fold when another process holds a core)")
+                    help="threads per job (default 1: OpenMP's spinning threads slow down many-fold when another "
+                         "process holds a core)")
     ap.add_argument("--compare-rounds", type=int, default=ROUNDS, help="alternating rounds per backend comparison")
     ap.add_argument("--rounds", type=int, default=6, help="rounds of the harness-overhead pair (median reported)")
     ap.add_argument("--overhead-only", action="store_true",

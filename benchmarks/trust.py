@@ -109,8 +109,10 @@ def rss_truth(rounds: int) -> dict:
     for i in range(rounds):
         run_dir = tempfile.mkdtemp(prefix="tcbench-rss-")
         read_fd, write_fd = os.pipe()
+        env = job_env(spec, cache)
+        env.pop("TCBENCH_PARENT_PID")   # the job's parent is /usr/bin/time here, not this process
         proc = subprocess.Popen(["/usr/bin/time", "-v", sys.executable, "-m", "tcbench._worker", spec.to_json(),
-                                 str(write_fd), run_dir], pass_fds=(write_fd,), env=job_env(spec, cache),
+                                 str(write_fd), run_dir], pass_fds=(write_fd,), env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=run_dir)
         os.close(write_fd)
         msgs = [json.loads(line) for line in os.fdopen(read_fd)]
@@ -173,7 +175,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=10, help="A/A comparisons per condition")
     ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded condition")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the truth measurements")
-    ap.add_argument("--only", choices=["aa", "truth", "verdict"], help="one part only (the others are kept)")
+    ap.add_argument("--only", choices=["aa", "step", "rss", "verdict"], help="one part only (the others are kept)")
     a = ap.parse_args()
     if a.pairs < 1 or a.rounds < 1 or a.load < 0:
         ap.error(f"--pairs and --rounds must be >= 1 and --load >= 0 (got {a.pairs}, {a.rounds}, {a.load})")
@@ -189,9 +191,10 @@ def main() -> None:
     if a.only in (None, "verdict"):
         data["time_to_verdict"] = time_to_verdict()
         save()
-    if a.only in (None, "truth"):
+    if a.only in (None, "step"):
         data["step_truth"] = step_truth(a.rounds)
         save()
+    if a.only in (None, "rss"):
         data["rss_truth"] = rss_truth(a.rounds)
         save()
     if a.only in (None, "aa"):

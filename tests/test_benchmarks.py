@@ -19,12 +19,14 @@ def rb():
 
 def _row(backend, speedup, lo, hi, break_even):
     return dict(model="gpt2", size="tiny", backend=backend, status="ok", median_step_ms=100.0 / speedup,
-                samples_s=80.0 * speedup, speedup=speedup, speedup_min=lo, speedup_max=hi, compile_warm_s=12.5,
+                samples_s=80.0 * speedup, speedup=speedup, speedup_ci_low=lo, speedup_ci_high=hi,
+                verdict_kind=None if backend == "eager" else ("faster" if lo > 1 else "slower" if hi < 1 else
+                                                              "no measurable difference"), compile_warm_s=12.5,
                 compile_cold_s=None if backend == "eager" else 61.0, peak_mem_mb=150.0, mfu=0.2, break_even=break_even)
 
 
 def test_markdown_table_shows_speedup_range_and_never(rb):
-    rows = [_row("eager", 1.0, 1.0, 1.0, None), _row("inductor", 1.25, 1.1, 1.4, 240.0),
+    rows = [_row("eager", 1.0, None, None, None), _row("inductor", 1.25, 1.1, 1.4, 240.0),
             _row("xla", 0.5, 0.45, 0.55, float("inf"))]
     over = [dict(model="bert-base-cased", size="tiny", overhead_ratio=1.01, rounds=[0.99, 1.01, 1.03])]
     md = rb.markdown(rows, over, "this machine")
@@ -32,9 +34,9 @@ def test_markdown_table_shows_speedup_range_and_never(rb):
     eager = next(x for x in lines if "| eager |" in x)
     inductor = next(x for x in lines if "| inductor |" in x)
     xla = next(x for x in lines if "| xla |" in x)
-    assert "| 1.00 |" in eager and "| – |" in eager          # no range when every round gave the same ratio
-    assert "| 1.25 (1.10–1.40) |" in inductor and "| 240 |" in inductor and "| 61.0 |" in inductor
-    assert "| 0.50 (0.45–0.55) |" in xla and xla.endswith("| never |")
+    assert "| 1.00 |" in eager and "| – |" in eager          # the baseline has no interval
+    assert "| 1.25 (1.10–1.40) faster |" in inductor and "| 240 |" in inductor and "| 61.0 |" in inductor
+    assert "| 0.50 (0.45–0.55) slower |" in xla and xla.endswith("| never |")
     assert "| bert-base-cased tiny | 1.010 (rounds: 0.990, 1.010, 1.030) |" in lines
     assert "alternating rounds" in lines[0]
 
