@@ -134,6 +134,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         result.status = "interrupted"
         result.error = (f"the caller stopped waiting ({type(exc).__name__}: {exc}); "
                         "the steps measured so far are kept")[:2000]
+        _set_figures(result, spec, result.extra.get("probe") or {})
         raise
     finally:
         result.env["load_end"] = load_now()
@@ -166,7 +167,7 @@ def _datasheet_peak(spec: JobSpec) -> dict:
 
 def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, stop: threading.Event | None,
              run_dir: Path, job: str) -> None:
-    probe = _probe(spec, store)
+    probe = result.extra["probe"] = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
     before = _count_files(cache / spec.backend if spec.backend == "xla" else cache / "inductor")
     read_fd, write_fd = os.pipe()
@@ -284,6 +285,11 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, stopped: boo
     else:
         result.status = "failed"
         result.error = f"the job process exited with code {returncode} before reporting; log tail:\n" + result.log_tail[-1500:]
+    _set_figures(result, spec, probe, recompiles_after_warmup=recompiles, graph_breaks=graph_breaks)
+
+
+def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) -> None:
+    """The job's figures from its records and what it reported (also for a job cut short by the caller)."""
     result.records.sort(key=lambda r: r.step)
     sched = result.extra.get("sched") or {}
     threads = result.env.get("threads") or _threads(spec)
@@ -295,5 +301,4 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, stopped: boo
     result.figures = job_figures(result.records, spec.batch_size, spec.warmup_steps, threads=threads,
                                  wait_share=wait_share, steal_share=sched.get("steal_share"), probe=probe,
                                  n_params=result.extra.get("n_params"),
-                                 flops_per_step=result.extra.get("flops_per_step"),
-                                 recompiles_after_warmup=recompiles, graph_breaks=graph_breaks)
+                                 flops_per_step=result.extra.get("flops_per_step"), **given)

@@ -149,6 +149,27 @@ def test_killed_worker_is_interrupted_and_keeps_steps():
     assert len(tc.steps(r.run_id)) >= 4
 
 
+def test_keyboard_interrupt_in_the_caller_keeps_the_steps_and_leaves_no_worker():
+    """Ctrl-C / a notebook interrupt while tc.run waits: the job is stopped, its steps and an `interrupted` row
+    stay in the store, and KeyboardInterrupt reaches the caller."""
+    import psutil
+
+    def observer(e):
+        if e["type"] == "step" and e["record"].step == 3:
+            raise KeyboardInterrupt
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(KeyboardInterrupt):
+        tc.run(dataclasses.replace(TINY, steps=400), observer)
+    stored = tc.runs().iloc[-1]
+    assert stored["status"] == "interrupted" and "KeyboardInterrupt" in stored["error"]
+    assert len(tc.steps(int(stored["run_id"]))) >= 4
+    time.sleep(0.5)
+    left = [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in before and "tcbench._worker" in " ".join(p.cmdline())]
+    assert not left, left
+
+
 def test_stop_event_interrupts_within_two_seconds():
     stop = threading.Event()
     holder = {}
