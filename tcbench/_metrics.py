@@ -62,13 +62,15 @@ def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share
             reasons.append(f"its steady steps scatter (CV {cv:.0%}, IQR {iqr * 1e3:.1f} ms on a "
                            f"{med * 1e3:.1f} ms median)")
     cpu = [r.cpu_s for r in st if r.cpu_s is not None]
+    lost = []
     if threads and len(cpu) == len(st) and st:
         share = sum(cpu) / (sum(r.step_s for r in st) * threads)
         if share < NOISY_CPU_SHARE:
-            reasons.append(f"the job had the CPU {share:.0%} of its wall time ({threads} thread(s)): "
-                           "another process was running")
+            lost.append(f"the job had the CPU {share:.0%} of its wall time ({threads} thread(s))")
     if wait_share is not None and wait_share > NOISY_WAIT_SHARE:
-        reasons.append(f"its threads waited for a CPU {wait_share:.0%} of the time: another process was running")
+        lost.append(f"its threads waited for a CPU {wait_share:.0%} of the time")
+    if lost:
+        reasons.append(" and ".join(lost) + ": another process was running")
     if steal_share is not None and steal_share > NOISY_STEAL:
         reasons.append(f"the hypervisor took {steal_share:.0%} of the machine's CPU time (steal): the host is busy")
     if len(st) < MIN_STEADY:
@@ -172,7 +174,8 @@ def verdict(speedup: float | None, low: float | None, high: float | None, noisy:
         return "inconclusive", "inconclusive: no steady steps to compare"
     ci = f"{fmt_ratio(speedup)} (95 % interval {fmt_ratio(low)}–{fmt_ratio(high)}){single}"
     if noisy:
-        return "inconclusive", f"inconclusive: {'; '.join(noisy)} — {WHAT_TO_DO}. Measured {ci}"
+        which = noisy[0] if len(noisy) == 1 else f"{len(noisy)} jobs were disturbed, e.g. {noisy[0]}"
+        return "inconclusive", f"inconclusive: {which} — {WHAT_TO_DO}. Measured {ci}"
     if low > 1:
         return "faster", f"faster: {ci}"
     if high < 1:

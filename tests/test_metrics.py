@@ -46,6 +46,10 @@ def test_a_job_that_lost_the_cpu_is_noisy_with_its_reason():
     assert busy.noisy is True and "had the CPU 41% of its wall time" in busy.noise_reason
     waited = job_figures(recs(times, cpu=[0.099] * 12), 8, 2, threads=1, wait_share=0.3)
     assert waited.noisy and "waited for a CPU" in waited.noise_reason
+    both = job_figures(recs(times, cpu=[0.05] * 12), 8, 2, threads=1, wait_share=0.5)
+    assert both.noise_reason.count("another process was running") == 1, both.noise_reason
+    stolen = job_figures(recs(times, cpu=[0.099] * 12), 8, 2, threads=1, steal_share=0.2)
+    assert stolen.noisy and "steal" in stolen.noise_reason
 
 
 def test_scattered_steps_are_noisy_but_one_outlier_is_not():
@@ -97,6 +101,8 @@ def test_noise_or_failure_or_a_wide_interval_is_inconclusive():
     sp, lo, hi = ratio_interval(_pairs(1.5))
     kind, text = verdict(sp, lo, hi, ["eager round 1: the job had the CPU 41% of its wall time"], [], 3)
     assert kind == "inconclusive" and "41%" in text and "threads=1" in text
+    kind, text = verdict(sp, lo, hi, ["a: busy", "b: busy", "c: busy"], [], 3)
+    assert kind == "inconclusive" and "3 jobs were disturbed, e.g. a: busy" in text and "b: busy" not in text
     kind, text = verdict(sp, lo, hi, [], ["inductor round 0 ended oom: out of memory"], 3)
     assert kind == "inconclusive" and "oom" in text
     kind, text = verdict(1.02, 0.7, 1.4, [], [], 3)
