@@ -46,6 +46,8 @@ app: setup
 	$(VENV)/bin/voila --Voila.ip=127.0.0.1 notebooks/00_workbench.ipynb
 
 bench: setup
+	@test -x /usr/bin/time || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null)
+	$(PY) benchmarks/trust.py
 	$(PY) benchmarks/run_benchmarks.py
 
 clean:

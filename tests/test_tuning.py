@@ -200,7 +200,8 @@ def test_real_retune_rules_first_pruning_and_no_worse_than_linear(store):
     # pruner decided (the parent reads the streamed records behind the worker on a loaded machine)
     stopped = pruned[pruned.status_run == "interrupted"]
     finished = pruned[pruned.status_run == "ok"]
-    assert len(stopped) >= 1 and (stopped.steps_run < 30).all(), pruned
+    # a job stopped just as it ended keeps every step it had sent (the runner drains them), so it may hold all 30
+    assert len(stopped) >= 1 and (stopped.steps_run < 30).any() and (stopped.steps_run <= 30).all(), pruned
     assert (finished.steps_run == 30).all() and finished.reason.str.contains("already finished").all(), pruned
     assert len(stopped) + len(finished) == len(pruned), pruned
 
