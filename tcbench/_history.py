@@ -6,6 +6,7 @@ The readers are derived from the result dataclasses' fields, like the store's co
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import typing
 from typing import Any
@@ -68,12 +69,18 @@ def comparisons(store: Store | None = None) -> pd.DataFrame:
     return df[["comparison_id", "created", "kind", "model", "size", "backends", "rounds", "status"]]
 
 
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, str]:
+    """A dataclass's field annotations as text (read once: rebuilding a run reads every cell of every step)."""
+    return {k: str(v) for k, v in typing.get_type_hints(cls).items()}
+
+
 def _typed(cls: type, name: str, value: Any) -> Any:
     """A stored cell converted back to its dataclass field's type (SQLite keeps ints and bools as numbers)."""
     value = _num(value)
     if value is None:
         return None
-    hint = str(typing.get_type_hints(cls)[name])
+    hint = _hints(cls)[name]
     if hint.startswith("bool"):
         return bool(value)
     if hint.startswith("int"):
