@@ -86,16 +86,22 @@ def size_config(name: str, size: str) -> dict:
     return cfg
 
 
+# RoBERTa-style position ids start after the padding index: pad_token_id + 1 positions are never used
+PADDING_OFFSET_TYPES = ("roberta", "xlm-roberta", "camembert")
+
+
+def usable_positions(model_type: str, positions: int | None, pad_token_id: int | None = 1) -> int | None:
+    """The longest sequence ``positions`` learned position embeddings allow (None: no limit, e.g. T5)."""
+    if positions is None:
+        return None
+    return positions - (pad_token_id or 0) - 1 if model_type in PADDING_OFFSET_TYPES else positions
+
+
 def max_positions(name: str, size: str) -> int | None:
     """The longest sequence the model's position embeddings allow (None: relative positions, T5)."""
     cfg = size_config(name, size)
-    if MODELS[name].family == "gpt2":
-        return cfg["n_positions"]
-    if "max_position_embeddings" not in cfg:
-        return None
-    n = cfg["max_position_embeddings"]
-    # RoBERTa-style position ids start after the padding index
-    return n - 2 if MODELS[name].family in ("roberta", "xlm-roberta") else n
+    positions = cfg["n_positions"] if MODELS[name].family == "gpt2" else cfg.get("max_position_embeddings")
+    return usable_positions(MODELS[name].family, positions, cfg.get("pad_token_id", 1))
 
 
 def dims(name: str, size: str) -> dict:

@@ -15,6 +15,7 @@ import pandas as pd
 from ._metrics import (break_even_range, break_even_steps, loss_parity, ratio_interval, steady, value_interval,
                        verdict, warnings_for)
 from ._results import JobResult
+from ._preflight import check as preflight
 from ._runner import Observer, run
 from ._spec import BACKENDS, JobSpec
 from ._store import Store
@@ -208,6 +209,7 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
     """
     backends = list(backends)
     _check(spec, backends, rounds)
+    spec = preflight(spec)   # once, before the comparison is stored or any job starts
     store = store or Store()
     labels = [spec.backend, *[b + AA if b == spec.backend else b for b in dict.fromkeys(backends)]]
     cmp = Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind)

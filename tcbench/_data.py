@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterator
+
+from ._spec import PADDINGS, SpecError, _allowed, check_number
 
 DATA_DIR = Path(os.environ.get("TCBENCH_DATA") or Path(__file__).resolve().parent.parent / "data")
 
 TASKS = ("sequence-classification", "causal-lm", "seq2seq-lm")
-PADDINGS = ("max_length", "longest")
 SPLITS = ("train", "eval")
 LABEL_NAMES = ("negative", "positive")  # the shipped task's labels 0 and 1 (seq2seq target words)
 PAD, UNK, CLS, SEP, MASK, BOS, EOS = range(7)  # fixed ids of the shipped tokenizer's special tokens
@@ -38,99 +41,175 @@ SEQ2SEQ_TARGET_LEN = 4  # label word + [EOS], padded with -100 (longer label wor
 IGNORE = -100  # the label value HF losses ignore
 
 
-def _allowed(values) -> str:
-    return ", ".join(repr(v) for v in values)
-
-
 # ---------------------------------------------------------------- examples
+EVAL_SHARE = 0.1       # of each label's rows, for a user's single file
+SPLIT_SEED = 0         # the held-out split is a property of the file, not of a job's seed
+MAX_CLASSES = 1000     # labels 0..999: a larger head is a wrong column, not a classification task
+FILE_ALLOWED = "'builtin' or a UTF-8 .csv/.jsonl file with 'text' and 'label' (0..K-1 or class names)"
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
 def load_examples(dataset: str = "builtin", split: str = "train") -> list[dict]:
     """Examples ``{"text": str, "label": int, "label_text": str}`` of ``dataset``'s ``split``.
 
-    ``dataset``: ``"builtin"`` (the shipped task, ``data/task/{split}.jsonl``) or the path of a
-    ``.csv`` / ``.jsonl`` file with fields ``text`` and ``label``. Integer labels are kept; string
-    labels are mapped to 0..K-1 in sorted order (``label_text`` keeps the string, the seq2seq target).
-    For a user file, ``eval`` is its last 10% (at least one row) and ``train`` the rest.
+    ``dataset``: ``"builtin"`` (the shipped task, ``data/task/{split}.jsonl``) or the path of a UTF-8
+    ``.csv`` / ``.jsonl`` file (a BOM is fine) with fields ``text`` and ``label``. Whole-number labels must
+    be 0..K-1, every class present (K <= 1000); text labels are mapped to 0..K-1 in sorted order
+    (``label_text`` keeps the text, the seq2seq target). For a user file the held-out ``eval`` split is a
+    seeded, stratified 10 % of each label (at least one row of every label that has two or more) and
+    ``train`` the rest, both in file order. A bad file is a SpecError naming the file and the line.
     """
     if split not in SPLITS:
         raise ValueError(f"split={split!r} is not known; allowed: {_allowed(SPLITS)}")
     if dataset == "builtin":
         path = DATA_DIR / "task" / f"{split}.jsonl"
-        rows = _read_file(str(path), _mtime(path, "dataset"))
+        rows = _read_file(str(path), _mtime(path))
         return [dict(r, label_text=LABEL_NAMES[r["label"]]) for r in rows]
     path = Path(dataset).expanduser()
-    rows = _read_file(str(path), _mtime(path, "dataset"))
-    if len(rows) < 2:
-        raise ValueError(f"dataset={dataset!r} has {len(rows)} row(s); at least 2 are needed for train and eval")
-    n_eval = max(1, len(rows) // 10)
-    part = rows[:-n_eval] if split == "train" else rows[-n_eval:]
-    return [dict(r) for r in part]
+    mtime = _mtime(path)
+    rows, (train, held) = _read_file(str(path), mtime), _split(str(path), mtime)
+    return [dict(rows[i]) for i in (train if split == "train" else held)]
 
 
-def _mtime(path: Path, field: str) -> float:
+def check_dataset(dataset: str) -> int:
+    """Read and check ``dataset`` as a job would (a SpecError naming the file and line); its number of classes."""
+    if dataset == "builtin":
+        return len(LABEL_NAMES)
+    path = Path(dataset).expanduser()
+    mtime = _mtime(path)
+    _split(str(path), mtime)
+    return 1 + max(r["label"] for r in _read_file(str(path), mtime))
+
+
+def _bad(path: str | Path, line: int | None, what: str) -> SpecError:
+    where = f" line {line}" if line else ""
+    return SpecError("dataset", str(path), FILE_ALLOWED, f"dataset={str(path)!r}{where}: {what}")
+
+
+def _mtime(path: Path) -> float:
+    if path.is_dir():
+        raise _bad(path, None, "is a folder; allowed: a .csv or .jsonl file")
     if not path.is_file():
-        raise ValueError(f"{field}={str(path)!r}: no such file")
+        raise _bad(path, None, "no such file")
     if path.suffix.lower() not in (".csv", ".jsonl"):
-        raise ValueError(f"{field}={str(path)!r}: unsupported file type {path.suffix!r}; allowed: '.csv', '.jsonl'")
+        raise _bad(path, None, f"unsupported file type {path.suffix!r}; allowed: '.csv', '.jsonl'")
     return path.stat().st_mtime
+
+
+def _decode(path: str) -> str:
+    """The file's text; UTF-8 with or without a BOM (Excel's "CSV UTF-8" writes one)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise _bad(path, None, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _bad(path, data.count(b"\n", 0, exc.start) + 1,
+                   f"is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8 (Excel: 'CSV UTF-8')") from None
+
+
+def _csv_rows(path: str, text: str) -> list[dict]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        for field in ("text", "label"):
+            if reader.fieldnames is not None and field not in reader.fieldnames:
+                raise _bad(path, 1, f"missing column {field!r} (columns: {reader.fieldnames})")
+        return [dict(r, _line=reader.line_num) for r in reader]
+    except csv.Error as exc:
+        raise _bad(path, reader.reader.line_num, f"is not valid CSV ({exc})") from None   # the line read last
+
+
+def _jsonl_rows(path: str, text: str) -> list[dict]:
+    raw = []
+    for i, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise _bad(path, i, f"not valid JSON ({exc})") from None
+            if not isinstance(row, dict):
+                raise _bad(path, i, "expected an object with 'text' and 'label'")
+            raw.append(dict(row, _line=i))
+    return raw
 
 
 @functools.lru_cache(maxsize=8)
 def _read_file(path: str, mtime: float) -> tuple[dict, ...]:
     """Rows of a CSV/JSONL file with int labels (cached per path and modification time)."""
-    raw: list[dict] = []
-    if path.lower().endswith(".csv"):
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            for field in ("text", "label"):
-                if reader.fieldnames is not None and field not in reader.fieldnames:
-                    raise ValueError(f"dataset={path!r}: missing column {field!r} (columns: {reader.fieldnames})")
-            raw = [dict(r, _line=i + 2) for i, r in enumerate(reader)]
-    else:
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise ValueError(f"dataset={path!r} line {i}: not valid JSON ({e})") from None
-                    if not isinstance(row, dict):
-                        raise ValueError(f"dataset={path!r} line {i}: expected an object with 'text' and 'label'")
-                    raw.append(dict(row, _line=i))
+    text = _decode(path)
+    raw = _csv_rows(path, text) if path.lower().endswith(".csv") else _jsonl_rows(path, text)
     if not raw:
-        raise ValueError(f"dataset={path!r} is empty (no rows with 'text' and 'label')")
+        raise _bad(path, None, "is empty (no rows with 'text' and 'label')")
     for r in raw:
         for field in ("text", "label"):
             if r.get(field) is None or r.get(field) == "":
-                raise ValueError(f"dataset={path!r} line {r['_line']}: missing field {field!r}")
+                raise _bad(path, r["_line"], f"missing field {field!r}")
         if not isinstance(r["text"], str):
-            raise ValueError(f"dataset={path!r} line {r['_line']}: field 'text' must be a string, got {r['text']!r}")
-    labels = _map_labels([r["label"] for r in raw], path)
+            raise _bad(path, r["_line"], f"field 'text' must be a string, got {r['text']!r}")
+    labels = _map_labels(raw, path)
     return tuple({"text": r["text"], "label": y, "label_text": t} for r, (y, t) in zip(raw, labels))
 
 
-def _map_labels(values: list[Any], path: str) -> list[tuple[int, str]]:
-    """(int label, label text) per row: ints kept (also "3" in a CSV), strings mapped in sorted order."""
-    def as_int(v):
-        if isinstance(v, bool):
-            return None
-        if isinstance(v, int):
-            return v
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            return int(v)
-        return None
+def _label_kind(v: Any) -> str:
+    """'number' (1, 1.5, "2"), 'text' ("pos") or 'bad' (a bool, a list, ...)."""
+    if isinstance(v, bool):
+        return "bad"
+    if isinstance(v, (int, float)) or (isinstance(v, str) and _NUMBER.fullmatch(v)):
+        return "number"
+    return "text" if isinstance(v, str) else "bad"
 
-    ints = [as_int(v) for v in values]
-    if all(i is not None for i in ints):
-        bad = [i for i in ints if i < 0]
-        if bad:
-            raise ValueError(f"dataset={path!r}: field 'label' must be >= 0, got {bad[0]}")
-        return [(i, str(i)) for i in ints]
-    if not all(isinstance(v, str) for v in values):
-        odd = next(v for v in values if not isinstance(v, (str, int)) or isinstance(v, bool))
-        raise ValueError(f"dataset={path!r}: field 'label' must be int or str, got {odd!r}")
-    names = sorted(set(values))
-    index = {n: k for k, n in enumerate(names)}
-    return [(index[v], v) for v in values]
+
+def _map_labels(raw: list[dict], path: str) -> list[tuple[int, str]]:
+    """(int label, label text) per row: whole numbers 0..K-1 kept (also "3" in a CSV), text mapped in sorted order."""
+    kinds = [_label_kind(r["label"]) for r in raw]
+    for r, kind in zip(raw, kinds):
+        if kind == "bad" or (kind == "number" and "text" in kinds and not isinstance(r["label"], str)):
+            raise _bad(path, r["_line"], f"label {r['label']!r} is not allowed; use whole numbers 0..K-1 or "
+                                         "class names (one kind in the whole file)")
+    if "text" in kinds:   # class names (a CSV's numeric-looking names among them stay names)
+        names = sorted({str(r["label"]) for r in raw})
+        if len(names) > MAX_CLASSES:
+            first = next(r for r in raw if str(r["label"]) == names[MAX_CLASSES])
+            raise _bad(path, first["_line"], f"{len(names):,} distinct labels; at most {MAX_CLASSES} classes")
+        index = {n: k for k, n in enumerate(names)}
+        return [(index[str(r["label"])], str(r["label"])) for r in raw]
+    ints = []
+    for r in raw:
+        value = float(r["label"])
+        if not value.is_integer() or value < 0:
+            raise _bad(path, r["_line"], f"label {r['label']!r} is not allowed; labels are whole numbers 0..K-1")
+        if value >= MAX_CLASSES:
+            raise _bad(path, r["_line"], f"label {r['label']!r} would make a {int(value) + 1:,}-way head; "
+                                         f"allowed: 0..{MAX_CLASSES - 1} (at most {MAX_CLASSES} classes)")
+        ints.append(int(value))
+    absent = sorted(set(range(max(ints) + 1)) - set(ints))
+    if absent:
+        first = next(r for r, y in zip(raw, ints) if y > absent[0])
+        raise _bad(path, first["_line"], f"label {first['label']!r} but no row has label {absent[0]}; labels must "
+                                         f"be 0..K-1 with every class present")
+    return [(y, str(y)) for y in ints]
+
+
+@functools.lru_cache(maxsize=8)
+def _split(path: str, mtime: float) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(train, eval) row indices of a user file: a seeded shuffle per label, 10 % of each label held out."""
+    import numpy as np
+
+    rows = _read_file(path, mtime)
+    if len(rows) < 2:
+        raise _bad(path, None, f"has {len(rows)} row(s); at least 2 are needed for train and eval")
+    by_label: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_label.setdefault(r["label"], []).append(i)
+    rng, held = np.random.default_rng(SPLIT_SEED), set()
+    for label in sorted(by_label):
+        idx = by_label[label]
+        if len(idx) >= 2:   # a label's only row trains (the head must know every class)
+            held.update(rng.permutation(idx)[: min(len(idx) - 1, max(1, round(len(idx) * EVAL_SHARE)))].tolist())
+    if not held:
+        raise _bad(path, None, "no label has 2 rows; the held-out split needs one row of a label the job trains on")
+    return tuple(i for i in range(len(rows)) if i not in held), tuple(sorted(held))
 
 
 def num_labels(examples: list[dict]) -> int:
@@ -176,8 +255,7 @@ def batches(task: str, examples: list[dict], tokenizer, batch_size: int, seq_len
     if padding not in PADDINGS:
         raise ValueError(f"padding={padding!r} is not known; allowed: {_allowed(PADDINGS)}")
     for field, value, low in (("batch_size", batch_size, 1), ("seq_len", seq_len, 3), ("seed", seed, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{field}={value!r} must be an int >= {low}")
+        check_number(field, value, low, whole=True)
     if not examples:
         raise ValueError("examples is empty: at least one example is needed")
     ids, lengths = _encode(task, examples, tokenizer, seq_len)

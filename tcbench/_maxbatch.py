@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from ._preflight import check as preflight
 from ._spec import BACKENDS, JobSpec
 from ._store import Store
 
@@ -169,6 +170,7 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     prof = get_profile(profile)
     budget = float(memory_budget_gb) if memory_budget_gb is not None else prof.memory_budget_gb
     names = _check_args(backends, probe_steps, memory_budget_gb)
+    spec = preflight(spec)   # once, before the search is stored or any probe starts
     start = spec.batch_size if start is None else start
     search_max_batch(lambda b: (True, {}), start, max_batch, threading.Event(), multiple_of)  # validates only
     store = store or Store()

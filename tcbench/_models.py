@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
-from ._catalog import MODELS, SIZES, dims, size_config
+from ._catalog import MODELS, SIZES, dims, size_config, usable_positions
+from ._spec import SpecError
 
 _DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
                  "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout_rate", "classifier_dropout_prob",
@@ -20,19 +23,85 @@ def _apply_dropout(cfg: Any, dropout: float | None) -> None:
             setattr(cfg, key, float(dropout))
 
 
-def model_task(model: str) -> str:
-    """The training task of a catalog model or a local folder (read from its config)."""
-    if model in MODELS:
-        return MODELS[model].task
-    import transformers
+_AUTO = {"seq2seq-lm": "AutoModelForSeq2SeqLM", "causal-lm": "AutoModelForCausalLM",
+         "sequence-classification": "AutoModelForSequenceClassification"}
+_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+FOLDER_ALLOWED = ("a catalog model, or a local folder with config.json, weights (model.safetensors or "
+                  "pytorch_model.bin) and a text model transformers can load with a classification or LM head")
 
-    cfg = transformers.AutoConfig.from_pretrained(model, trust_remote_code=False, local_files_only=True)
+
+def _task_of(cfg: Any) -> str:
     if cfg.is_encoder_decoder:
         return "seq2seq-lm"
     archs = " ".join(cfg.architectures or [])
     if "CausalLM" in archs or "LMHead" in archs or cfg.model_type in ("gpt2", "gpt_neo", "llama", "opt"):
         return "causal-lm"
     return "sequence-classification"
+
+
+def model_task(model: str) -> str:
+    """The training task of a catalog model or a local folder (read from its config)."""
+    if model in MODELS:
+        return MODELS[model].task
+    import transformers
+
+    return _task_of(transformers.AutoConfig.from_pretrained(model, trust_remote_code=False, local_files_only=True))
+
+
+def _tokenizer_size(folder: Path) -> tuple[str, int] | None:
+    """(file, number of tokens) of the folder's own tokenizer, or None when it ships none."""
+    for name in ("tokenizer.json", "vocab.json", "vocab.txt"):
+        path = folder / name
+        if path.is_file():
+            try:
+                if name == "tokenizer.json":
+                    from tokenizers import Tokenizer
+
+                    return name, Tokenizer.from_file(str(path)).get_vocab_size()
+                text = path.read_text(encoding="utf-8")
+                return name, len(json.loads(text)) if name == "vocab.json" else len(text.splitlines())
+            except Exception as exc:  # noqa: BLE001 - any unreadable tokenizer file is the same named error
+                raise SpecError("model", str(folder), FOLDER_ALLOWED,
+                                f"model={str(folder)!r}: its tokenizer {name} cannot be read ({exc})") from None
+    return None
+
+
+def check_local_model(folder: str, seq_len: int, data_vocab: int) -> None:
+    """Check a local model folder before a job loads it: config, a supported head, weights, a vocabulary
+    that covers the data's tokenizer (``data_vocab`` tokens; jobs tokenize with it) and its own
+    tokenizer, and positions for ``seq_len``. A SpecError naming the field otherwise."""
+    def bad(what: str, allowed: str = FOLDER_ALLOWED) -> SpecError:
+        return SpecError("model", folder, allowed, f"model={folder!r}: {what}; allowed: {allowed}")
+
+    path = Path(folder)
+    if not path.is_dir():
+        raise bad("no such folder")
+    if not (path / "config.json").is_file():
+        raise bad("has no config.json (a folder written by save_pretrained has one)")
+    import transformers
+
+    try:
+        cfg = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise bad(f"its config.json cannot be read ({str(exc).strip().splitlines()[0][:200]})") from None
+    task = _task_of(cfg)
+    if type(cfg) not in getattr(transformers, _AUTO[task])._model_mapping:
+        raise bad(f"model_type {cfg.model_type!r} has no {task} head in transformers {transformers.__version__}")
+    if not any((path / name).is_file() for name in _WEIGHTS):
+        raise bad(f"has no weights ({', '.join(_WEIGHTS)})")
+    vocab = getattr(cfg, "vocab_size", None)
+    own = _tokenizer_size(path)
+    if vocab is not None and own is not None and own[1] > vocab:
+        raise bad(f"its own tokenizer ({own[0]}) has {own[1]:,} tokens but vocab_size={vocab:,}",
+                  f"a vocab_size of at least {own[1]:,}")
+    if vocab is not None and vocab < data_vocab:
+        raise bad(f"vocab_size={vocab:,} is smaller than the data's tokenizer ({data_vocab:,} tokens; jobs "
+                  "tokenize with it), so its ids would index past the embedding", f"a vocab_size >= {data_vocab:,}")
+    limit = usable_positions(cfg.model_type, getattr(cfg, "max_position_embeddings", None),
+                             getattr(cfg, "pad_token_id", 1))
+    if limit is not None and seq_len > limit:
+        raise SpecError("seq_len", seq_len, f"1..{limit}", f"seq_len={seq_len} is beyond the {limit} positions of "
+                                                            f"{folder}; allowed: 1..{limit}")
 
 
 def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: float | None = None,
@@ -53,8 +122,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
         if not os.path.isdir(model):
             raise ValueError(f"model={model!r} is neither a catalog model ({', '.join(MODELS)}) nor a local folder")
         task = model_task(model)
-        auto = {"seq2seq-lm": transformers.AutoModelForSeq2SeqLM, "causal-lm": transformers.AutoModelForCausalLM,
-                "sequence-classification": transformers.AutoModelForSequenceClassification}[task]
+        auto = getattr(transformers, _AUTO[task])
         kwargs = {"num_labels": num_labels} if task == "sequence-classification" else {}
         m = auto.from_pretrained(model, local_files_only=True, trust_remote_code=False, **kwargs)
         _apply_dropout(m.config, dropout)

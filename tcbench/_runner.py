@@ -25,6 +25,7 @@ from typing import Any, Callable
 from ._env import job_env as job_env_info
 from ._env import load_now
 from ._metrics import job_figures
+from ._preflight import check as preflight
 from ._probe import peak_flops
 from ._results import JobResult, StepRecord
 from ._spec import JobSpec
@@ -113,6 +114,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     A KeyboardInterrupt in the caller stops the job, keeps every step it sent, stores the run as
     ``interrupted`` and is raised again.
     """
+    spec = preflight(spec)   # a bad input is a named error before anything is stored or started
     store = store or Store()
     job = job or f"{label or spec.backend}#{round}"
     notify = observer or (lambda event: None)

@@ -2,14 +2,17 @@
 
 A pair is data, not code: the compiled job of a comparison is
 ``dataclasses.replace(native, backend="inductor")``, so the two differ in nothing else.
-Validation only checks values; it never touches the network, the disk or the environment
-(a local model folder is checked by the worker that loads it).
+Validation only checks values (types, ranges, names); it never touches the network, the disk or the
+environment. What needs the disk or the machine (a dataset file, a local model folder, the cores this
+process may use) is checked by ``tcbench._preflight.check`` before any process starts.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +34,61 @@ class SpecError(ValueError):
         super().__init__(message or f"{field}={value!r} is not allowed; allowed: {allowed}")
 
 
+SEED_MAX = 2**32 - 1   # numpy's and torch's seeds are unsigned 32-bit
+
+
 def _allowed(values: Any) -> str:
     return ", ".join(repr(v) for v in values)
+
+
+def _bound(low: float | None, high: float | None, open_low: bool, open_high: bool, whole: bool) -> str:
+    kind = "a whole number" if whole else "a finite number"
+    if low is not None and high is not None:
+        if whole and not (open_low or open_high):
+            return f"{kind} in {low}..{high}"
+        return f"{kind} with {low} {'<' if open_low else '<='} x {'<' if open_high else '<='} {high}"
+    if low is not None:
+        return f"{kind} {'>' if open_low else '>='} {low}"
+    return kind
+
+
+def check_number(field: str, value: Any, low: float | None = None, high: float | None = None, *,
+                 whole: bool = False, open_low: bool = False, open_high: bool = False,
+                 optional: bool = False) -> Any:
+    """``value`` as a plain int (``whole``) or float, or a SpecError naming the field, the value and the range.
+
+    Text ("60"), bools, NaN and infinities are refused; numpy scalars become Python numbers.
+    ``optional``: None is allowed (and returned).
+    """
+    if value is None and optional:
+        return None
+    allowed = ("None or " if optional else "") + _bound(low, high, open_low, open_high, whole)
+    kind = numbers.Integral if whole else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise SpecError(field, value, allowed, f"{field}={value!r} is not allowed; it must be {allowed}, "
+                                               f"not a {type(value).__name__}")
+    number = int(value) if whole else float(value)
+    if (not math.isfinite(number) or (low is not None and (number <= low if open_low else number < low))
+            or (high is not None and (number >= high if open_high else number > high))):
+        raise SpecError(field, value, allowed, f"{field}={value!r} is not allowed; it must be {allowed}")
+    return value if type(value) in (int, float) else number
+
+
+def check_profile(name: Any) -> str:
+    """The catalog spelling of the instance profile ``name`` (``"g5.2xlarge"`` -> ``"ml.g5.2xlarge"``),
+    or a SpecError with the nearest names. Reads the shipped catalog only (cached), never the host."""
+    from ._profiles import LOCAL, _catalog, _close_matches
+
+    names = [LOCAL, *(p.name for p in _catalog())]
+    wanted = name.strip() if isinstance(name, str) else None
+    for candidate in ((wanted, wanted.lower(), "ml." + wanted.lower()) if wanted else ()):
+        if candidate in names:
+            return candidate
+    close = _close_matches((wanted or "").lower(), names)
+    hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
+    allowed = f"{LOCAL!r} or an instance profile of tcbench.profiles() ({len(names)} profiles)"
+    raise SpecError("profile", name, allowed, f"profile={name!r} is not a known instance profile; {hint}"
+                                              f"allowed: {allowed}")
 
 
 def _is_local_folder(model: str) -> bool:
@@ -52,8 +108,10 @@ class JobSpec:
     draw no random masks, for a tight loss-parity check.
     eval_batches: after training, the mean loss over this many batches of the held-out ``eval`` split
     (0: no evaluation); reported as ``JobResult.extra["eval_loss"]``.
-    memory_budget_gb: the per-device memory a job may use (set from the instance profile);
-    a CPU job whose measured peak exceeds it is reported as ``oom``.
+    memory_budget_gb: the per-device memory a job may use; None takes the instance profile's budget
+    when the job starts (``"this-machine"`` has none); a CPU job whose measured peak exceeds it is ``oom``.
+    profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
+    seed: 0..2**32-1 (numpy's and torch's seeds).
     """
 
     model: str = "bert-base-cased"
@@ -93,11 +151,16 @@ class JobSpec:
                             f"model={self.model!r} is unknown; allowed: {_allowed(MODELS)}, or a local folder path")
         if not local:
             self._check_choice("size", self.size, SIZES)
+        if not isinstance(self.dataset, str) or not self.dataset.strip():
+            raise SpecError("dataset", self.dataset, "'builtin' or the path of a .csv/.jsonl file")
+        if not isinstance(self.debug, bool):
+            raise SpecError("debug", self.debug, "True or False")
+        self._set("profile", check_profile(self.profile))
         for name in ("batch_size", "seq_len", "steps", "loss_every"):
-            self._check_int(name, 1)
-        self._check_int("warmup_steps", 0)
-        self._check_int("seed", 0)
-        self._check_int("eval_batches", 0)
+            self._number(name, 1, whole=True)
+        for name in ("warmup_steps", "eval_batches"):
+            self._number(name, 0, whole=True)
+        self._number("seed", 0, SEED_MAX, whole=True)
         if self.steps <= self.warmup_steps:
             raise SpecError("warmup_steps", self.warmup_steps, f"0..{self.steps - 1} (fewer than steps={self.steps})",
                             f"steps={self.steps} must be greater than warmup_steps={self.warmup_steps} "
@@ -105,29 +168,25 @@ class JobSpec:
         if not local:
             limit = max_positions(self.model, self.size)
             if limit is not None and self.seq_len > limit:
-                raise SpecError("seq_len", self.seq_len, f"1..{limit}", f"seq_len={self.seq_len} is beyond {self.model} ({self.size})'s "
-                                 f"{limit} positions; allowed: 1..{limit}")
-        if not isinstance(self.lr, (int, float)) or isinstance(self.lr, bool) or not (self.lr > 0) or self.lr == float("inf"):
-            raise SpecError("lr", self.lr, "a finite number > 0",
-                            f"lr={self.lr!r} is not allowed; the learning rate must be a finite number > 0")
-        if self.dropout is not None and not (0.0 <= float(self.dropout) < 1.0):
-            raise SpecError("dropout", self.dropout, "None (the model's default) or 0 <= dropout < 1")
-        if self.threads is not None:
-            self._check_int("threads", 1)
-        if self.memory_budget_gb is not None and not (self.memory_budget_gb > 0):
-            raise SpecError("memory_budget_gb", self.memory_budget_gb, "None or a number > 0")
-        if not (self.timeout_s > 0):
-            raise SpecError("timeout_s", self.timeout_s, "a number of seconds > 0")
+                raise SpecError("seq_len", self.seq_len, f"1..{limit}", f"seq_len={self.seq_len} is beyond {self.model} "
+                                                                         f"({self.size})'s {limit} positions; allowed: 1..{limit}")
+        self._number("lr", 0, open_low=True)
+        self._number("dropout", 0, 1, open_high=True, optional=True)
+        self._number("threads", 1, whole=True, optional=True)
+        self._number("memory_budget_gb", 0, open_low=True, optional=True)
+        self._number("timeout_s", 0, open_low=True)
 
     def _check_choice(self, name: str, value: Any, allowed: tuple) -> None:
         if value not in allowed:
             raise SpecError(name, value, _allowed(allowed))
 
-    def _check_int(self, name: str, minimum: int) -> None:
-        value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise SpecError(name, value, f"a whole number >= {minimum}",
-                            f"{name}={value!r} is not allowed; it must be a whole number >= {minimum}")
+    def _number(self, name: str, low: float | None = None, high: float | None = None, **kwargs: Any) -> None:
+        self._set(name, check_number(name, getattr(self, name), low, high, **kwargs))
+
+    def _set(self, name: str, value: Any) -> None:
+        """Store the checked value (a numpy scalar becomes a Python number; a profile its catalog spelling)."""
+        if getattr(self, name) is not value:
+            object.__setattr__(self, name, value)
 
     # -- derived -----------------------------------------------------------------------------
     @property

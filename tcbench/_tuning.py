@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from ._preflight import check as preflight
 from ._spec import JobSpec
 from ._store import Store
 
@@ -303,6 +304,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
 
     steps = spec.steps if steps is None else steps
     _check(spec, new_batch_size, n_trials, search_factor, eval_batches, steps)
+    spec = preflight(spec)   # once, before the study is created or any trial starts
     report_every = report_every or max(1, steps // 10)
     store = store or Store()
     linear, sqrt = rule_lrs(spec.lr, spec.batch_size, new_batch_size)

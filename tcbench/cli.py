@@ -325,8 +325,15 @@ def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=cmd_run)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error in one line (``tcbench: …``, exit 2) like every other bad input."""
+
+    def error(self, message: str) -> None:   # type: ignore[override]
+        self.exit(2, f"tcbench: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="tcbench", description="native vs compiled training jobs, measured honestly")
+    ap = _Parser(prog="tcbench", description="native vs compiled training jobs, measured honestly")
     sub = ap.add_subparsers(dest="command", required=True)
     _add_run_commands(sub)
     for name in ("runs", "comparisons"):
@@ -352,7 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
+    try:
+        a = build_parser().parse_args(argv)
+    except SystemExit as exc:   # --help (0), or a usage error already printed in one line (2)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return a.func(a)
     except (ValueError, StoreError) as exc:

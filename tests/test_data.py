@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+import tcbench as tc
 from tcbench import _data as d
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,8 +215,10 @@ def test_user_csv_with_string_labels(tmp_path, tok):
                                                 for i, (t, y) in enumerate(rows)))
     train, eval_ = d.load_examples(str(path)), d.load_examples(str(path), "eval")
     assert len(train) == 27 and len(eval_) == 3 and d.dataset_size(str(path)) == 27
-    assert train[0] == {"text": "great stuff, really", "label": 2, "label_text": "pos"}  # neg=0 neutral=1 pos=2
-    assert train[2]["text"] == 'said "meh"' and d.num_labels(train) == 3
+    assert sorted(e["label_text"] for e in eval_) == ["neg", "neutral", "pos"]   # 10 % of each label
+    by_text = {e["text"]: e for e in train}
+    assert by_text["great stuff, really"] == {"text": "great stuff, really", "label": 2, "label_text": "pos"}
+    assert by_text['said "meh"']["label"] == 1 and d.num_labels(train) == 3   # neg=0 neutral=1 pos=2
     b = next(d.batches("seq2seq-lm", train, tok, 4, 16))
     assert b["labels"].shape[0] == 4 and b["labels"].shape[1] >= d.SEQ2SEQ_TARGET_LEN
 
@@ -223,12 +226,14 @@ def test_user_csv_with_string_labels(tmp_path, tok):
 def test_user_jsonl_and_csv_int_labels(tmp_path):
     jl = tmp_path / "x.jsonl"
     jl.write_text("\n".join(json.dumps({"text": f"t{i}", "label": i % 3, "extra": 1}) for i in range(20)) + "\n\n")
-    ex = d.load_examples(str(jl))
-    assert [e["label"] for e in ex[:4]] == [0, 1, 2, 0] and len(ex) == 18 and d.num_labels(ex) == 3
-    assert [e["text"] for e in d.load_examples(str(jl), "eval")] == ["t18", "t19"]
+    ex, held = d.load_examples(str(jl)), d.load_examples(str(jl), "eval")
+    assert len(ex) == 17 and len(held) == 3 and d.num_labels(ex) == 3   # 7, 7 and 6 rows: one of each held out
+    assert sorted(e["label"] for e in held) == [0, 1, 2]
+    texts = [e["text"] for e in ex]
+    assert texts == sorted(texts, key=lambda t: int(t[1:])) and not set(texts) & {e["text"] for e in held}
     csv_path = tmp_path / "y.csv"
     csv_path.write_text("text,label\na,1\nb,0\nc,1\n")
-    assert [e["label"] for e in d.load_examples(str(csv_path))] == [1, 0]
+    assert sorted(e["label"] for e in d.load_examples(str(csv_path))) == [0, 1]   # label 0's only row trains
 
 
 @pytest.mark.parametrize("content, suffix, field", [
@@ -237,14 +242,53 @@ def test_user_jsonl_and_csv_int_labels(tmp_path):
     ("text,y\na,1\n", ".csv", "'label'"),
     ('{"text": "a"}\n{"text": "b", "label": 1}\n', ".jsonl", "'label'"),
     ('{"label": 1}\n{"text": "b", "label": 1}\n', ".jsonl", "'text'"),
-    ('{"text": "a", "label": -1}\n{"text": "b", "label": 1}\n', ".jsonl", "'label'"),
-    ('not json\n', ".jsonl", "JSON"),
+    ('{"text": "a", "label": -1}\n{"text": "b", "label": 1}\n', ".jsonl", "line 1: label -1"),
+    ('{"text": "a", "label": 1}\n{"text": "b", "label": "pos"}\n', ".jsonl", "line 1: label 1"),
+    ('{"text": "a", "label": 0.5}\n{"text": "b", "label": 1}\n', ".jsonl", "line 1: label 0.5"),
+    ('{"text": "a", "label": true}\n{"text": "b", "label": 1}\n', ".jsonl", "line 1: label True"),
+    ('{"text": "a", "label": 0}\n\n{"text": "b", "label": 3}\n', ".jsonl", "line 3: label 3 but no row has label 1"),
+    ('not json\n', ".jsonl", "line 1: not valid JSON"),
     ("text,label\na,1\n", ".txt", "'.csv'"),
 ])
 def test_bad_user_files(tmp_path, content, suffix, field):
     path = tmp_path / f"bad{suffix}"
     path.write_text(content)
-    with pytest.raises(ValueError, match=re.escape(field)):
+    with pytest.raises(tc.SpecError, match=re.escape(field)) as e:
+        d.load_examples(str(path))
+    assert e.value.field == "dataset" and str(path) in str(e.value)
+
+
+def test_a_bom_and_whole_float_labels_are_read(tmp_path):
+    """Excel's "CSV UTF-8" starts with a BOM; pandas writes 1.0 for an int column with a gap filled."""
+    csv_path = tmp_path / "excel.csv"
+    csv_path.write_bytes(b"\xef\xbb\xbftext,label\r\n" + b"".join(b"r%d,%d.0\r\n" % (i, i % 2) for i in range(10)))
+    rows = d.load_examples(str(csv_path)) + d.load_examples(str(csv_path), "eval")
+    assert sorted(r["text"] for r in rows) == sorted(f"r{i}" for i in range(10))
+    assert {r["label"] for r in rows} == {0, 1} and {r["label_text"] for r in rows} == {"0", "1"}
+    jl = tmp_path / "bom.jsonl"
+    jl.write_bytes(b"\xef\xbb\xbf" + b"\n".join(b'{"text": "t%d", "label": %d}' % (i, i % 2) for i in range(4)))
+    assert len(d.load_examples(str(jl))) + len(d.load_examples(str(jl), "eval")) == 4
+
+
+def test_the_held_out_split_is_stratified_seeded_and_in_file_order(tmp_path):
+    """A file sorted by label (the usual export) still gets every class in its held-out split."""
+    path = tmp_path / "sorted.csv"
+    path.write_text("text,label\n" + "".join(f"t{i},{i // 50}\n" for i in range(200)) + "single,4\n")
+    train, held = d.load_examples(str(path)), d.load_examples(str(path), "eval")
+    assert [sum(e["label"] == k for e in held) for k in range(5)] == [5, 5, 5, 5, 0]   # 10 % of each label
+    assert {e["label"] for e in train} == {0, 1, 2, 3, 4}   # a label's only row trains
+    assert len(train) + len(held) == 201 and not {e["text"] for e in train} & {e["text"] for e in held}
+    order = [int(e["text"][1:]) for e in held]
+    last_tenth = [i for k in range(4) for i in range(50 * k + 45, 50 * k + 50)]   # what an unshuffled split holds
+    assert order == sorted(order) and order != last_tenth
+    d._read_file.cache_clear(), d._split.cache_clear()
+    assert d.load_examples(str(path), "eval") == held   # the same split in every process
+
+
+def test_class_names_are_limited_too(tmp_path):
+    path = tmp_path / "names.csv"
+    path.write_text("text,label\n" + "".join(f"t,c{i}\n" for i in range(d.MAX_CLASSES + 1)))
+    with pytest.raises(tc.SpecError, match=r"line \d+: 1,001 distinct labels; at most 1000 classes"):
         d.load_examples(str(path))
 
 

@@ -8,8 +8,8 @@ import pytest
 
 import tcbench as tc
 from tcbench import _data
-from tcbench._catalog import MODELS, approx_params, dims
-from tcbench._models import build_model, count_params, flops_per_step, model_task
+from tcbench._catalog import MODELS, approx_params, dims, max_positions, usable_positions
+from tcbench._models import build_model, check_local_model, count_params, flops_per_step, model_task
 
 os.environ["USE_TORCH_XLA"] = "0"
 
@@ -56,6 +56,19 @@ def test_local_folder_is_loaded_without_the_hub(tmp_path):
     assert model_task(str(tmp_path / "my-gpt2")) == "causal-lm"
     assert count_params(again) == count_params(m)
     tc.JobSpec(model=str(tmp_path / "my-gpt2"))  # a folder path is a valid model
+    check_local_model(str(tmp_path / "my-gpt2"), 512, _data.load_tokenizer().get_vocab_size())
+    with pytest.raises(tc.SpecError, match="seq_len=513 is beyond the 512 positions") as e:
+        check_local_model(str(tmp_path / "my-gpt2"), 513, 4096)
+    assert e.value.field == "seq_len"
+    with pytest.raises(tc.SpecError, match="vocab_size=4,104 is smaller than the data's tokenizer") as e:
+        check_local_model(str(tmp_path / "my-gpt2"), 32, 5000)
+    assert e.value.field == "model"
+
+
+def test_positions_after_the_padding_offset():
+    assert usable_positions("roberta", 514) == 512 and usable_positions("xlm-roberta", 66, pad_token_id=1) == 64
+    assert usable_positions("bert", 512) == 512 and usable_positions("t5", None) is None
+    assert max_positions("roberta-base", "base") == 512 and max_positions("gpt2", "tiny") == 512
 
 
 def test_missing_local_folder_is_a_clear_error():

@@ -80,3 +80,31 @@ def test_import_does_not_load_torch():
     code = "import sys, tcbench; tcbench.models(); tcbench.backends(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("field,value", [
+    ("timeout_s", "60"), ("timeout_s", float("nan")), ("timeout_s", 0), ("debug", "no"), ("debug", 0),
+    ("dropout", "0.1"), ("dropout", float("nan")), ("seed", 2**32), ("seed", 2**70), ("seed", True),
+    ("threads", 1.0), ("threads", "2"), ("memory_budget_gb", float("inf")), ("memory_budget_gb", -1.0),
+    ("lr", float("inf")), ("lr", "1e-3"), ("steps", "30"), ("profile", "p5.nope"), ("dataset", ""),
+])
+def test_types_and_ranges_are_checked_by_value_only(field, value):
+    with pytest.raises(tc.SpecError) as e:
+        JobSpec(**{field: value})
+    assert e.value.field == field and e.value.value is value and f"{field}={value!r}" in str(e.value)
+
+
+def test_edges_that_are_allowed_and_numpy_scalars_become_python_numbers():
+    import numpy as np
+
+    s = JobSpec(seed=2**32 - 1, dropout=0, threads=np.int64(1), lr=np.float32(0.5), memory_budget_gb=1)
+    assert (s.seed, s.dropout, s.threads, s.lr) == (2**32 - 1, 0, 1, 0.5)
+    assert type(s.threads) is int and type(s.lr) is float and JobSpec.from_json(s.to_json()) == s
+    assert JobSpec(dataset="no/such/file.csv").dataset == "no/such/file.csv"   # the disk is preflight's job
+
+
+def test_profiles_are_known_names_in_the_catalogs_spelling():
+    assert JobSpec(profile=" G5.2xlarge ").profile == "ml.g5.2xlarge"
+    assert JobSpec(profile="this-machine").profile == "this-machine"
+    with pytest.raises(tc.SpecError, match="did you mean 'ml.g5.2xlarge'"):
+        JobSpec(profile="ml.g5.2xlarg")

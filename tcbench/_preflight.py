@@ -1,0 +1,54 @@
+"""Preflight: what a JobSpec needs from the disk and the machine, checked in the parent before any process starts.
+
+``JobSpec`` checks values only. This checks the rest while the caller can still fix it, so a bad input
+is a named ``SpecError`` instead of a failed job (or a traceback) minutes later:
+
+- relative paths are resolved against the caller's working directory (a job runs in its run folder);
+- ``threads`` fits the cores this process may use;
+- a dataset file is read and checked as a job reads it (encoding, columns, labels, the held-out split);
+- a local model folder has a config, a supported head, weights, a vocabulary that covers the data's
+  tokenizer and positions for ``seq_len``;
+- a profile's memory budget applies when the spec sets none (the same in the API, the CLI and the panel).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ._spec import JobSpec, SpecError, _is_local_folder
+
+
+def _resolved(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def check(spec: JobSpec) -> JobSpec:
+    """``spec`` ready to run in a job process: paths absolute, the profile's memory budget applied.
+
+    Raises a SpecError naming the field, the value and what is allowed. Idempotent: checking the
+    returned spec again returns it unchanged.
+    """
+    from . import _data
+    from ._profiles import LOCAL, profile
+
+    if not isinstance(spec, JobSpec):
+        raise TypeError(f"spec={spec!r} is not a tcbench.JobSpec")
+    changes: dict[str, Any] = {}
+    cores = len(os.sched_getaffinity(0))
+    if spec.threads is not None and spec.threads > cores:
+        raise SpecError("threads", spec.threads, f"1..{cores} (the cores this process may use)",
+                        f"threads={spec.threads} is more than the {cores} core(s) this process may use; "
+                        f"allowed: None or 1..{cores}")
+    if spec.dataset != "builtin":
+        changes["dataset"] = _resolved(spec.dataset)
+        _data.check_dataset(changes["dataset"])
+    if _is_local_folder(spec.model):
+        from ._models import check_local_model
+
+        changes["model"] = _resolved(spec.model)
+        check_local_model(changes["model"], spec.seq_len, _data.load_tokenizer().get_vocab_size())
+    if spec.memory_budget_gb is None and spec.profile != LOCAL:
+        changes["memory_budget_gb"] = float(profile(spec.profile).memory_budget_gb)
+    changes = {k: v for k, v in changes.items() if getattr(spec, k) != v}
+    return spec.replace(**changes) if changes else spec
