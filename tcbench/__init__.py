@@ -19,6 +19,7 @@ from ._compare import Comparison, NoiseFloor, compare, latest_noise_floor, load_
 from ._cost import cost, cost_table, savings_pct
 from ._history import comparisons, get_run, runs, steps
 from ._maxbatch import MaxBatchResult, find_max_batch
+from ._preflight import check as preflight
 from ._profiles import Profile, profile, profile_names, profiles
 from ._metrics import VERDICT_KINDS
 from ._results import JobFigures, JobResult, StepRecord
@@ -54,7 +55,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 __all__ = [
-    "JobSpec", "SpecError", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "Profile",
+    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "Profile",
     "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "build_model", "profiles", "profile", "profile_names",
     "cost", "cost_table", "savings_pct", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult",

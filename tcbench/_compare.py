@@ -236,7 +236,7 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
 
     store = store or Store()
     row = store.comparison_row(comparison_id)
-    cmp = Comparison(spec=JobSpec.from_json(row["spec_json"]), backends=row["backends"].split(","),
+    cmp = Comparison(spec=JobSpec.from_stored(row["spec_json"]), backends=row["backends"].split(","),
                      rounds=int(row["rounds"]), comparison_id=int(comparison_id), kind=row["kind"] or "compare")
     for _, r in store.comparison_runs(comparison_id).iterrows():
         cmp.results.append(result_from_row(r.to_dict(), store))

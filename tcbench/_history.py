@@ -96,7 +96,7 @@ def _figures(row: dict[str, Any]) -> JobFigures:
 
 def result_from_row(row: dict[str, Any], store: Store) -> JobResult:
     """A JobResult rebuilt from its stored row and steps."""
-    spec = JobSpec.from_json(row["spec_json"])
+    spec = JobSpec.from_stored(row["spec_json"])
     st = store.steps(int(row["run_id"]))
     records = [StepRecord(**{c: _typed(StepRecord, c, rec[c]) for c in STEP_COLUMNS})
                for rec in st.to_dict("records")]

@@ -24,7 +24,10 @@ def _resolved(path: str) -> str:
 
 
 def check(spec: JobSpec) -> JobSpec:
-    """``spec`` ready to run in a job process: paths absolute, the profile's memory budget applied.
+    """``spec`` as a job will run it (``tc.preflight``): paths absolute, the profile's memory budget applied.
+
+    ``run``, ``compare``, ``find_max_batch`` and ``retune_lr`` call it before anything starts; call it
+    yourself to check a spec (and its files) without running anything.
 
     Raises a SpecError naming the field, the value and what is allowed. Idempotent: checking the
     returned spec again returns it unchanged.

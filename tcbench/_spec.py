@@ -221,3 +221,21 @@ class JobSpec:
     @classmethod
     def from_json(cls, text: str) -> "JobSpec":
         return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_stored(cls, text: str) -> "JobSpec":
+        """A spec as an older tcbench stored it: validated when today's rules accept it, else kept verbatim.
+
+        A stored run is a fact: a field this version no longer knows is dropped, a missing one takes
+        its default, and a value today's checks refuse (an unknown profile) is kept as it was run.
+        """
+        data = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k in names}
+        try:
+            return cls(**data)
+        except (SpecError, ValueError, TypeError):
+            spec = object.__new__(cls)
+            for f in dataclasses.fields(cls):
+                object.__setattr__(spec, f.name, data.get(f.name, f.default))
+            return spec

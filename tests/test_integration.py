@@ -199,10 +199,12 @@ def test_over_budget_is_oom_with_figures():
 
 
 def test_failure_is_recorded_with_reason(tmp_path):
-    bad = tmp_path / "broken.csv"
-    bad.write_text("words,label\nhello,1\n")
-    r = tc.run(dataclasses.replace(TINY, dataset=str(bad)))
-    assert r.status == "failed" and "text" in r.error
+    """A failure only the job process can see (its data set vanished after the check) is a stored status + reason."""
+    data = tmp_path / "vanishing.csv"
+    data.write_text("text,label\n" + "".join(f"words number {i},{i % 2}\n" for i in range(40)))
+    r = tc.run(dataclasses.replace(TINY, dataset=str(data)),
+               observer=lambda e: data.unlink() if e["type"] == "start" else None)
+    assert r.status == "failed" and "vanishing.csv" in r.error, (r.status, r.error)
     assert tc.get_run(r.run_id).status == "failed"
 
 

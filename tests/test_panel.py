@@ -79,6 +79,7 @@ def _scripted_compare(step_s: dict, status: dict | None = None, pause: float = 0
     def compare(spec, backends=("inductor",), rounds=3, observer=None, stop=None):
         if calls is not None:
             calls.append(dict(spec=spec, backends=tuple(backends), rounds=rounds))
+        spec = tc.preflight(spec)   # as tc.compare does: the profile's budget is in the spec every event carries
         labels = [spec.backend, *[b + " (A/A)" if b == spec.backend else b for b in backends]]
         cmp = Comparison(spec=spec, backends=labels, rounds=rounds, comparison_id=None)
         for rnd in range(rounds):
@@ -302,8 +303,10 @@ def test_memory_budget_comes_from_a_known_profile_only(monkeypatch):
     panel = Workbench()
     panel.show(cmp)
     assert panel.figures.budget_mb == pytest.approx(tc.profile("ml.g5.2xlarge").memory_budget_gb * 1024)
-    panel.show(tc.compare(tc.JobSpec(**TINY, profile="no-such-profile"), rounds=1))
+    panel.show(tc.compare(tc.JobSpec(**TINY), rounds=1))   # this machine: no budget, no line
     assert panel.figures.budget_mb is None and "<table" in panel.summary.value
+    with pytest.raises(tc.SpecError, match="profile"):   # an unknown profile never reaches the panel
+        tc.JobSpec(**TINY, profile="no-such-profile")
 
 
 # -- the noise floor ---------------------------------------------------------------------------------------

@@ -108,3 +108,16 @@ def test_profiles_are_known_names_in_the_catalogs_spelling():
     assert JobSpec(profile="this-machine").profile == "this-machine"
     with pytest.raises(tc.SpecError, match="did you mean 'ml.g5.2xlarge'"):
         JobSpec(profile="ml.g5.2xlarg")
+
+
+def test_a_stored_spec_loads_even_when_todays_checks_refuse_it():
+    """History must read what an older tcbench stored: unknown profile kept, removed fields dropped, new ones defaulted."""
+    import json
+
+    data = JobSpec(model="gpt2", size="tiny").to_dict()
+    data.update(profile="p5.nope", retired_field=1)
+    del data["eval_batches"]
+    spec = JobSpec.from_stored(json.dumps(data))
+    assert spec.profile == "p5.nope" and spec.eval_batches == 0 and spec.model == "gpt2"
+    good = JobSpec(model="gpt2", size="tiny", profile="g5.2xlarge")
+    assert JobSpec.from_stored(good.to_json()) == good

@@ -55,11 +55,6 @@ def profile_options() -> list[tuple[str, str]]:
     return [(profile_label(n), n) for n in local + [n for n in names if n not in local]]
 
 
-def profile_budget_gb(name: str) -> float | None:
-    """The memory budget of the instance profile ``name``; None for a name the catalog does not hold."""
-    return tc.profile(name).memory_budget_gb if name in tc.profile_names() else None
-
-
 def backend_availability() -> dict[str, tuple[bool, str]]:
     """backend -> (available, reason); every backend counts as available when the check fails."""
     try:
@@ -146,7 +141,6 @@ class Controls:
         """The JobSpec keyword arguments the widgets describe."""
         vals = {name: getattr(self, name).value for name in self.FIELDS}
         vals["lr"] = float(vals["lr"])
-        vals["memory_budget_gb"] = profile_budget_gb(vals["profile"])
         return vals
 
     def set(self, **values: Any) -> None:

@@ -142,6 +142,16 @@ class LiveFigures:
             fig.layout.annotations = [a for a in fig.layout.annotations if a.text in _TITLES]
             fig.layout.yaxis2.type = "log" if budget_mb else "linear"  # the budget is often 100× a small job's peak
 
+    def set_budget(self, budget_mb: float | None) -> None:
+        """Draw (or remove) the memory budget line of the running comparison."""
+        if budget_mb == self.budget_mb:
+            return
+        with self._lock:
+            self.budget_mb = budget_mb
+        with self.figure.batch_update():
+            self.figure.layout.shapes = self._budget_shapes()
+            self.figure.layout.yaxis2.type = "log" if budget_mb else "linear"
+
     def _budget_shapes(self) -> list[dict]:
         if not self.budget_mb:
             return []

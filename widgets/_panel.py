@@ -19,7 +19,7 @@ import ipywidgets as w
 
 import tcbench as tc
 
-from ._controls import Controls, profile_budget_gb
+from ._controls import Controls
 from ._history import History
 from ._live import JobProgress, LiveFigures
 from ._report import failures_html, noise_floor_text, words_html
@@ -165,8 +165,8 @@ class Workbench:
             self._sync_buttons()
             return None
         spec, backends, rounds = self.controls.spec, self.controls.selected_backends(), self.controls.rounds.value
-        budget = spec.memory_budget_gb * 1024 if spec.memory_budget_gb else None
-        self.figures.reset(["eager", *backends], budget_mb=budget, rounds=rounds)
+        # the budget line comes from the engine's checked spec (its "start" event): one rule for API, CLI and panel
+        self.figures.reset(["eager", *backends], budget_mb=None, rounds=rounds)
         self.summary.value = self.words.value = self.failures.value = ""
         self.comparison = None
         text = (f"Running eager vs {', '.join(backends)} · {spec.model} ({spec.size}) · batch {spec.batch_size} × seq "
@@ -258,6 +258,8 @@ class Workbench:
 
     def _on_start(self, event: dict, job: str, _label: str) -> None:
         self._jobs[job] = (int(event.get("round") or 0), event["spec"])
+        budget_gb = event["spec"].memory_budget_gb
+        self.figures.set_budget(budget_gb * 1024 if budget_gb else None)
         self.progress.start(job, event["spec"].steps)
 
     def _job_status(self, job: str, label: str, words: str) -> None:
@@ -306,10 +308,7 @@ class Workbench:
         """Draw a finished (or loaded) comparison: figures, summary table, verdicts, noise floor, failures."""
         self.comparison = cmp
         summary = cmp.summary()
-        budget_gb = cmp.spec.memory_budget_gb
-        if budget_gb is None:
-            budget_gb = profile_budget_gb(cmp.spec.profile)
-        self.figures.load(cmp, budget_gb=budget_gb)
+        self.figures.load(cmp, budget_gb=cmp.spec.memory_budget_gb)   # the checked spec carries the profile's budget
         self.summary.value = tc.report.summary_table_html(summary)
         self.words.value = words_html(summary)
         self.failures.value = failures_html(cmp.results)
