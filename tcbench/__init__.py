@@ -25,7 +25,7 @@ from ._metrics import VERDICT_KINDS
 from ._results import JobFigures, JobResult, StepRecord
 from ._runner import backend_status, run
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
-from ._store import Store
+from ._store import Store, StoreError
 from ._tuning import RetuneResult, retune_lr
 from ._twostage import TwoStageResult, two_stage
 
@@ -55,7 +55,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 __all__ = [
-    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "Profile",
+    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "Profile",
     "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "build_model", "profiles", "profile", "profile_names",
     "cost", "cost_table", "savings_pct", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult",

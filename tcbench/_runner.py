@@ -1,9 +1,15 @@
 """Run one JobSpec in its own process and turn every ending into a JobResult.
 
 The parent never busy-waits: a reader thread blocks on the job's pipe and hands messages over a
-queue; the parent waits on that queue with a timeout and checks the stop event and the deadline
-between messages. Step records are written to the store as they arrive (batched, at most 0.5 s late),
-so a job killed mid-run keeps every step it reported.
+queue; the parent waits on that queue with a timeout and checks the stop event, the stall clock and
+the optional deadline between messages. Step records are written to the store as they arrive
+(batched, at most 0.5 s late), so a job killed mid-run keeps every step it reported.
+
+Nothing is left behind: the job runs in a process group of its own and dies with its parent
+(``PR_SET_PDEATHSIG``); every ending — the job's own, a stop, a stall, a caller's exception — kills
+the group, drains what the job had sent and writes it. Records the store cannot take now (locked,
+disk full) are kept and retried, then spooled beside the store and merged when it is next opened.
+The wait ends when the job's process exits, even if something else still holds its pipe.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
+from statistics import median
 from typing import Any, Callable
 
 from ._env import job_env as job_env_info
@@ -29,13 +37,80 @@ from ._preflight import check as preflight
 from ._probe import peak_flops
 from ._results import JobResult, StepRecord
 from ._spec import JobSpec
-from ._store import STEP_COLUMNS, Store, home
+from ._store import HEARTBEAT_S, STEP_COLUMNS, Store, StoreError, home, private_dir, transient
 
 Observer = Callable[[dict], None]
 _POLL_S = 0.25
 # Step records reach the store in small batches: one SQLite commit per step would wake this process
 # (and steal a core from the job's OpenMP threads) on every step of a fast job.
 _FLUSH_S = 0.5
+STALL_STEPS = 20        # a job is stalled after max(spec.stall_s, STALL_STEPS x its median step) without a message
+_WRITE_WAIT_S = 2.0     # while the job runs, a locked store delays nothing: the steps are kept and retried
+_RETRY_S = 5.0
+_FINAL_WAIT_S = 30.0    # at the end, how long to wait for a locked store before spooling
+_EXIT_GRACE_S = 1.0     # after the job's process exited, how long to wait for the rest of its messages
+
+
+class _Writer:
+    """The job's steps on their way to the store: kept until written, retried, spooled at the end if need be."""
+
+    def __init__(self, store: Store, run_id: int) -> None:
+        self.store, self.run_id = store, run_id
+        self.pending: list[StepRecord] = []
+        self.last_write = self.last_beat = time.monotonic()
+        self.last_try = 0.0
+        self.error = ""     # why the last write failed (empty once one succeeds)
+
+    def flush(self, idle: bool) -> None:
+        """Write pending steps when the queue is idle or the last write is _FLUSH_S old; beat when silent."""
+        now = time.monotonic()
+        if self.pending and (idle or now - self.last_write > _FLUSH_S):
+            if self.error and now - self.last_try < _RETRY_S:
+                return
+            self.last_try = now
+            try:
+                self.store.add_steps(self.run_id, self.pending, timeout=_WRITE_WAIT_S)
+            except Exception as exc:  # noqa: BLE001 - locked or full: keep them, try again
+                if not transient(exc):
+                    raise
+                self.error = f"{type(exc).__name__}: {exc}"
+                return
+            self.pending, self.error = [], ""
+            self.last_write = self.last_beat = now
+        elif now - self.last_beat > HEARTBEAT_S:
+            self.beat()
+
+    def beat(self, **started: Any) -> None:
+        self.last_beat = time.monotonic()
+        try:
+            self.store.beat(self.run_id, **started)
+        except Exception as exc:  # noqa: BLE001 - a heartbeat is best effort
+            if not transient(exc):
+                raise
+
+    def close(self, result: JobResult) -> None:
+        """The remaining steps and the run's final row: written, or else spooled (a warning says where)."""
+        try:
+            if self.pending:
+                self.store.add_steps(self.run_id, self.pending, timeout=_FINAL_WAIT_S)
+                self.pending = []
+            self.store.finish_run(result, timeout=_FINAL_WAIT_S)
+            return
+        except Exception as exc:  # noqa: BLE001
+            if not transient(exc):
+                raise
+            cause = f"{type(exc).__name__}: {exc}"
+        try:
+            path = self.store.spool(self.run_id, self.pending, result)
+        except StoreError as exc:
+            result.extra["store_error"] = str(exc)
+            warnings.warn(f"tcbench: {exc} (the store said: {cause})", RuntimeWarning, stacklevel=3)
+            return
+        result.extra["spooled"] = str(path)
+        warnings.warn(f"tcbench: the store {self.store.path} could not be written ({cause}); run {self.run_id}'s "
+                      f"{len(self.pending)} unwritten step(s) and its result are kept in {path} and merged when the "
+                      "store is next opened", RuntimeWarning, stacklevel=3)
+        self.pending = []
 
 
 def backend_status(name: str) -> tuple[bool, str]:
@@ -48,21 +123,21 @@ def backend_status(name: str) -> tuple[bool, str]:
 def _cache_dirs(spec: JobSpec) -> tuple[Path, Path | None]:
     """The compile cache for this job and, for cache='cold', the temporary folder to delete."""
     if spec.cache == "cold":
-        tmp = Path(tempfile.mkdtemp(prefix="tcbench-cold-cache-"))
+        tmp = Path(tempfile.mkdtemp(prefix="tcbench-cold-cache-"))   # mkdtemp makes it 0700
         return tmp, tmp
-    return home() / "cache", None
+    return private_dir(home() / "cache", tighten=True), None
 
 
 def _count_files(path: Path) -> int:
     return sum(len(files) for _, _, files in os.walk(path)) if path.exists() else 0
 
 
-def job_env(spec: JobSpec, cache: Path) -> dict[str, str]:
+def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
     """The job process's environment: offline hub, one thread setting, the compile caches."""
     env = dict(os.environ)
     threads = str(spec.threads or len(os.sched_getaffinity(0)))
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=threads, PYTHONUNBUFFERED="1",
-               TCBENCH_PARENT_PID=str(os.getpid()),
+               TCBENCH_PARENT_PID=str(os.getpid()), TCBENCH_RUN_DIR=str(run_dir),
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TCBENCH_XLA_CACHE=str(cache / "xla"),
                TOKENIZERS_PARALLELISM="false")
     if spec.backend == "xla":
@@ -84,14 +159,23 @@ def _reader(stream: Any, q: "queue.Queue[dict | None]") -> None:
     q.put(None)
 
 
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)   # the job and everything it started (it leads its own process group)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def _kill(proc: subprocess.Popen) -> None:
+    """End the job's process group: SIGTERM, then SIGKILL after 1 s (a stopped process only obeys SIGKILL)."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+        _signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_group(proc, signal.SIGKILL)
             proc.wait()
+    _signal_group(proc, signal.SIGKILL)   # helpers it started that outlived it
 
 
 def _tail(path: Path, n: int = 4000) -> str:
@@ -116,11 +200,13 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     """
     spec = preflight(spec)   # a bad input is a named error before anything is stored or started
     store = store or Store()
+    store.require_writable()
     job = job or f"{label or spec.backend}#{round}"
     notify = observer or (lambda event: None)
     run_id = store.insert_run(spec, comparison_id, round, label=label, pid=os.getpid(), host=socket.gethostname())
+    writer = _Writer(store, run_id)
     # run folders are named by time as well: several stores may share one TCBENCH_HOME
-    run_dir = home() / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}-{spec.backend}"
+    run_dir = private_dir(home() / "runs", tighten=True) / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}-{spec.backend}"
     run_dir.mkdir(parents=True, exist_ok=True)
     result = JobResult(spec=spec, status="running", run_id=run_id, artifacts=str(run_dir), round=round, label=label,
                        env=job_env_info(_threads(spec)))
@@ -131,7 +217,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         if not ok:
             result.status, result.error = "unavailable", f"backend {spec.backend!r} is unavailable: {reason}"
         else:
-            _execute(spec, result, store, notify, stop, run_dir, job)
+            _execute(spec, result, store, writer, notify, stop, run_dir, job)
     except BaseException as exc:   # KeyboardInterrupt, an observer that raised, ...: the run is still recorded
         result.status = "interrupted"
         result.error = (f"the caller stopped waiting ({type(exc).__name__}: {exc}); "
@@ -140,7 +226,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         raise
     finally:
         result.env["load_end"] = load_now()
-        store.finish_run(result)
+        writer.close(result)
         notify({"type": "end", "job": job, "backend": spec.backend, "label": result.name, "run_id": run_id,
                 "result": result})
     return result
@@ -167,8 +253,14 @@ def _datasheet_peak(spec: JobSpec) -> dict:
     return {"flops": tflops * 1e12, "disturbed": "", "source": f"{spec.profile} datasheet"}
 
 
-def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, stop: threading.Event | None,
-             run_dir: Path, job: str) -> None:
+def _stall_limit(spec: JobSpec, records: list[StepRecord]) -> float:
+    """Seconds without any message after which the job is stalled: max(stall_s, STALL_STEPS x median step)."""
+    steps = [r.step_s for r in records if r.step_s]
+    return max(spec.stall_s, STALL_STEPS * median(steps)) if steps else spec.stall_s
+
+
+def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, notify: Observer,
+             stop: threading.Event | None, run_dir: Path, job: str) -> None:
     probe = result.extra["probe"] = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
     before = _count_files(cache / spec.backend if spec.backend == "xla" else cache / "inductor")
@@ -178,37 +270,48 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, s
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "tcbench._worker", spec.to_json(), str(write_fd), str(run_dir)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=job_env(spec, cache), pass_fds=(write_fd,), cwd=str(run_dir))
+                                env=job_env(spec, cache, run_dir), pass_fds=(write_fd,), cwd=str(run_dir),
+                                start_new_session=True)   # its own process group: ended as one
     os.close(write_fd)
+    writer.beat(worker_pid=proc.pid, artifacts=str(run_dir))
     q: queue.Queue = queue.Queue()
     reader = threading.Thread(target=_reader, args=(os.fdopen(read_fd), q), daemon=True)
     reader.start()
-    end, stopped, timed_out = None, False, False
-    pending: list[StepRecord] = []   # steps not yet in the store (flushed at least every _FLUSH_S)
-    last_flush = time.monotonic()
+    end, ending = None, ""    # ending: why the runner ended the job (stopped / stalled / timed out)
+    exited: float | None = None          # when the job's process was seen to have exited
+    heard = time.monotonic()             # the last message from the job: the stall clock
     try:
         while True:
-            if pending and (q.empty() or time.monotonic() - last_flush > _FLUSH_S):
-                store.add_steps(result.run_id, pending)
-                pending, last_flush = [], time.monotonic()
-            if stop is not None and stop.is_set():
-                stopped = True
+            writer.flush(idle=q.empty())
+            now = time.monotonic()
+            if not ending and stop is not None and stop.is_set():
+                ending = "stopped by the user; the steps measured so far are kept"
                 _kill(proc)
-            if time.monotonic() - t0 > spec.timeout_s:
-                timed_out = True
+            if not ending and spec.timeout_s is not None and now - t0 > spec.timeout_s:
+                ending = f"timed out after timeout_s={spec.timeout_s:g} s; the steps measured so far are kept"
                 _kill(proc)
+            limit = _stall_limit(spec, result.records)
+            if not ending and end is None and now - heard > limit:
+                phase = result.extra.get("phase", "starting")
+                ending = (f"stalled: no report for {now - heard:.0f} s while {phase} (limit max(stall_s="
+                          f"{spec.stall_s:g}, {STALL_STEPS} x median step) = {limit:.0f} s); the steps measured "
+                          "so far are kept")
+                _kill(proc)
+            if exited is None and proc.poll() is not None:
+                exited = now
             try:
                 msg = q.get(timeout=_POLL_S)
             except queue.Empty:
+                if exited is not None and time.monotonic() - exited > _EXIT_GRACE_S:
+                    break   # the job is gone; whatever still holds its pipe is not ours to wait for
                 continue
             if msg is None:
                 break
-            end = _handle(msg, result, pending, notify, job) or end
+            heard = time.monotonic()
+            end = _handle(msg, result, writer.pending, notify, job) or end
     finally:
         _kill(proc)   # a no-op when it has ended; on an exception here the job must not outlive the wait
-        _drain(q, result, pending)
-        if pending:
-            store.add_steps(result.run_id, pending)
+        _drain(q, result, writer.pending)
         proc.wait()
         result.wall_s = time.monotonic() - t0
         if tmp is not None:
@@ -217,14 +320,14 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, notify: Observer, s
     after = _count_files(cache / spec.backend if spec.backend == "xla" else cache / "inductor")
     if spec.compiled:
         result.cache_state = "cold" if (after > before or spec.cache == "cold") else "warm"
-    _conclude(result, end, proc.returncode, stopped, timed_out, spec, probe)
+    _conclude(result, end, proc.returncode, ending, spec, probe)
 
 
 def _drain(q: queue.Queue, result: JobResult, pending: list) -> None:
     """Steps the job had already sent when the wait ended (nothing measured is dropped)."""
     while True:
         try:
-            msg = q.get(timeout=0.5)
+            msg = q.get(timeout=0.2)
         except queue.Empty:
             return
         if msg is None:
@@ -246,6 +349,7 @@ def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: 
         result.extra.update(n_params=msg["n_params"], flops_per_step=msg["flops_per_step"])
         result.env.update(msg.get("env") or {}, threads=msg.get("threads", result.env.get("threads")))
     elif kind == "phase":
+        result.extra["phase"] = msg["phase"]
         notify({"type": "phase", **base, "phase": msg["phase"]})
     elif kind == "compiler":
         result.extra["compiler"] = {k: v for k, v in msg.items() if k != "type"}
@@ -263,8 +367,8 @@ def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: 
     return None
 
 
-def _conclude(result: JobResult, end: dict | None, returncode: int, stopped: bool, timed_out: bool,
-              spec: JobSpec, probe: dict) -> None:
+def _conclude(result: JobResult, end: dict | None, returncode: int, ending: str, spec: JobSpec,
+              probe: dict) -> None:
     recompiles = graph_breaks = None
     if end is not None:
         result.status, result.error = end["status"], end.get("error", "")
@@ -276,10 +380,8 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, stopped: boo
         if "compiles" in counters and "compiles" in warm:
             recompiles = counters["compiles"] - warm["compiles"]
         graph_breaks = counters.get("graph_breaks")
-    elif stopped:
-        result.status, result.error = "interrupted", "stopped by the user; the steps measured so far are kept"
-    elif timed_out:
-        result.status, result.error = "interrupted", f"timed out after timeout_s={spec.timeout_s:.0f} s"
+    elif ending:
+        result.status, result.error = "interrupted", ending
     elif returncode < 0:
         sig = signal.Signals(-returncode).name
         hint = " (possibly the kernel's out-of-memory killer)" if sig == "SIGKILL" else ""

@@ -112,6 +112,11 @@ class JobSpec:
     when the job starts (``"this-machine"`` has none); a CPU job whose measured peak exceeds it is ``oom``.
     profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
     seed: 0..2**32-1 (numpy's and torch's seeds).
+    stall_s: the job is stopped (``interrupted``, "stalled") when it sends nothing — no step, no phase
+    announcement — for max(stall_s, 20 × its median step) seconds; the job announces its long phases
+    (model load, compile/warmup, eval), each of which restarts the clock.
+    timeout_s: an optional cap on the whole job's wall-clock seconds (None: no cap; a long job that
+    keeps reporting is never killed).
     """
 
     model: str = "bert-base-cased"
@@ -134,7 +139,8 @@ class JobSpec:
     cache: str = "shared"
     memory_budget_gb: float | None = None
     debug: bool = False
-    timeout_s: float = 1800.0
+    stall_s: float = 300.0
+    timeout_s: float | None = None
     eval_batches: int = 0
 
     def __post_init__(self) -> None:
@@ -174,7 +180,8 @@ class JobSpec:
         self._number("dropout", 0, 1, open_high=True, optional=True)
         self._number("threads", 1, whole=True, optional=True)
         self._number("memory_budget_gb", 0, open_low=True, optional=True)
-        self._number("timeout_s", 0, open_low=True)
+        self._number("stall_s", 0, open_low=True)
+        self._number("timeout_s", 0, open_low=True, optional=True)
 
     def _check_choice(self, name: str, value: Any, allowed: tuple) -> None:
         if value not in allowed:

@@ -8,23 +8,41 @@ no ``eval`` on load. The columns of ``runs`` and ``steps`` are derived from the 
 version (``PRAGMA user_version``): an older store is upgraded when opened, a newer one is refused.
 The path is ``$TCBENCH_DB``, else ``$TCBENCH_HOME/tcbench.db``, else ``~/.cache/tcbench/tcbench.db``;
 it is read on every call so a notebook can switch stores.
+
+Nothing measured is lost and nothing stays ``running`` for ever:
+
+- every run and comparison records the pid and host of the process that runs it and a heartbeat;
+  opening the store marks ``interrupted`` the ones whose process is gone (same host) or whose
+  heartbeat is older than ``STALE_S`` (another host), and ends a dead job's leftover processes;
+- records that cannot be written now (the store locked for long, the disk full) are spooled to
+  ``<store>.spool/`` (or, when that cannot be written either, a folder under the temp dir) and
+  merged the next time the store is opened;
+- a store the process may not write (an archive, a read-only share) opens for reading: history,
+  reports and exports work; a write names the path and why.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import signal
+import socket
 import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import quote
 
 import pandas as pd
 
 from ._results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, sql_type
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+HEARTBEAT_S = 30.0    # a running job's parent touches its row at least this often
+STALE_S = 600.0       # a running row without a heartbeat for this long is interrupted when the store is opened
 
 # what a finished job writes into its row (besides the figures): derived from JobResult's fields
 RESULT_COLUMNS = ("status", "error", "cache_state", "device", "wall_s", "artifacts", "log_tail", *FIGURE_NAMES)
@@ -34,6 +52,7 @@ _RUN_META = [("run_id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("comparison_id", 
              ("round", "INTEGER DEFAULT 0"), ("label", "TEXT DEFAULT ''"), ("created", "REAL"), ("ended", "REAL"),
              ("model", "TEXT"), ("size", "TEXT"), ("backend", "TEXT"), ("batch_size", "INTEGER"),
              ("seq_len", "INTEGER"), ("precision", "TEXT"), ("pid", "INTEGER"), ("host", "TEXT"),
+             ("heartbeat", "REAL"), ("worker_pid", "INTEGER"),
              ("spec_json", "TEXT"), ("env_json", "TEXT"), ("extra_json", "TEXT")]
 
 
@@ -48,7 +67,8 @@ TABLES: dict[str, list[tuple[str, str]]] = {
     "steps": [("run_id", "INTEGER")] + _typed(StepRecord, STEP_COLUMNS),
     "comparisons": [("comparison_id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("created", "REAL"), ("kind", "TEXT"),
                     ("model", "TEXT"), ("size", "TEXT"), ("backends", "TEXT"), ("rounds", "INTEGER"),
-                    ("status", "TEXT"), ("spec_json", "TEXT"), ("info_json", "TEXT")],
+                    ("status", "TEXT"), ("spec_json", "TEXT"), ("info_json", "TEXT"), ("pid", "INTEGER"),
+                    ("host", "TEXT"), ("heartbeat", "REAL")],
     "probes": [("name", "TEXT"), ("created", "REAL"), ("host", "TEXT"), ("value", "REAL"), ("info_json", "TEXT"),
                ("threads", "INTEGER"), ("dtype", "TEXT"), ("torch", "TEXT"), ("disturbed", "TEXT DEFAULT ''")],
 }
@@ -56,7 +76,17 @@ _KEYS = {"steps": ", PRIMARY KEY (run_id, step)"}
 
 
 class StoreError(RuntimeError):
-    """The store cannot be used as asked (a newer schema, an unusable path); the message names why."""
+    """The store cannot be used as asked (a newer schema, an unusable path, read-only); the message names why."""
+
+
+# what SQLite says when a write cannot happen right now: kept by the caller and written (or spooled) later
+_TRANSIENT = ("locked", "busy", "full", "disk i/o error", "readonly", "read-only", "unable to open")
+
+
+def transient(exc: BaseException) -> bool:
+    """True for a write that failed because of the store's state now (locked, disk full), not a bug."""
+    return isinstance(exc, (sqlite3.OperationalError, OSError, StoreError)) and any(
+        word in str(exc).lower() for word in _TRANSIENT)
 
 
 def home() -> Path:
@@ -64,25 +94,134 @@ def home() -> Path:
     return Path(os.environ.get("TCBENCH_HOME") or Path.home() / ".cache" / "tcbench").expanduser().resolve()
 
 
+def private_dir(path: Path, tighten: bool = False) -> Path:
+    """``path`` created (with its parents) readable by this user only (0700): compile caches hold code.
+
+    ``tighten``: an existing folder of tcbench's own (its cache, its run folders) owned by this user is
+    made 0700 too (an older tcbench created them 0755).
+    """
+    path = Path(path)
+    if path.is_dir() and tighten:
+        st = path.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            path.chmod(0o700)
+    if not path.is_dir():
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.chmod(0o700)
+        except FileExistsError as exc:
+            raise StoreError(f"cannot use {path} as a folder: a file of that name exists") from exc
+        except NotADirectoryError as exc:
+            raise StoreError(f"cannot create the folder {path}: a part of its path is a file") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def pid_alive(pid: Any) -> bool:
+    """True when a process with this pid runs on this host (another user's counts; a zombie does not)."""
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError, TypeError, OverflowError):
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
+    except (OSError, ValueError, IndexError):
+        return True
+
+
+def _leftovers(pgid: int, run_dir: str) -> list[int]:
+    """Processes of a job's process group that still run for that job's folder (checked in their environment)."""
+    found = []
+    marker = f"TCBENCH_RUN_DIR={run_dir}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            if int(stat[stat.rindex(b")") + 2:].split()[2]) != pgid:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def end_leftovers(worker_pid: Any, run_dir: Any) -> int:
+    """SIGKILL what a dead job left running (its process group, only processes working for its run folder)."""
+    if not worker_pid or not run_dir:
+        return 0
+    pids = _leftovers(int(worker_pid), str(run_dir))
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(pids)
+
+
 def default_path() -> Path:
     return Path(os.environ.get("TCBENCH_DB") or home() / "tcbench.db").expanduser().resolve()
 
 
+def _writable(path: Path) -> bool:
+    """Whether this process may write the store file and its folder (WAL needs files beside it)."""
+    folder = path.parent
+    return os.access(folder, os.W_OK | os.X_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
 class Store:
-    """SQLite store; one short connection per operation, safe across threads and processes."""
+    """SQLite store; one short connection per operation, safe across threads and processes.
 
-    def __init__(self, path: str | os.PathLike | None = None) -> None:
+    ``readonly``: None decides from the file's and folder's permissions; True opens for reading only.
+    Opening a writable store upgrades an older schema, merges spooled records and reconciles runs
+    and comparisons whose process is gone.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None) -> None:
         self.path = Path(path).expanduser().resolve() if path is not None else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise StoreError(f"the store {self.path} is a folder; TCBENCH_DB must name a file")
+        if readonly is None:
+            if not self.path.parent.exists():
+                private_dir(self.path.parent)
+            readonly = self.path.exists() and not _writable(self.path)
+            if not readonly and not _writable(self.path):
+                raise StoreError(f"cannot create the store {self.path}: its folder is not writable")
+        self.readonly = bool(readonly)
+        if self.readonly:
+            if not self.path.is_file():
+                raise StoreError(f"the store {self.path} does not exist (opened read-only)")
+            self._check_version()
+            return
         self._migrate()
+        self.merge_spool()
+        self.reconcile()
 
-    def _migrate(self) -> None:
+    def _check_version(self) -> int:
         con = self._connect()
         try:
             version = con.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(f"the store {self.path} has schema version {version}, newer than this tcbench's "
-                                 f"{SCHEMA_VERSION}; upgrade tcbench to read it")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"the store {self.path} cannot be read: {exc}") from exc
+        finally:
+            con.close()
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"the store {self.path} has schema version {version}, newer than this tcbench's "
+                             f"{SCHEMA_VERSION}; upgrade tcbench to read it")
+        return version
+
+    def _migrate(self) -> None:
+        self._check_version()
+        con = self._connect()
+        try:
             con.execute("BEGIN IMMEDIATE")
             for table, cols in TABLES.items():
                 con.execute(f"CREATE TABLE IF NOT EXISTS {table} ("
@@ -96,14 +235,36 @@ class Store:
         finally:
             con.close()
 
-    def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute("PRAGMA busy_timeout=60000")
-        con.execute("PRAGMA synchronous=NORMAL")
-        return con
+    def _connect(self, timeout: float = 60.0) -> sqlite3.Connection:
+        try:
+            if self.readonly:
+                return self._connect_readonly()
+            con = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            return con
+        except sqlite3.DatabaseError as exc:
+            if transient(exc):
+                raise
+            raise StoreError(f"the store {self.path} cannot be opened: {exc} (is it a tcbench store?)") from exc
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        uri = f"file:{quote(str(self.path))}"
+        try:   # read-only, seeing other writers (needs the WAL index beside it) ...
+            con = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None)
+            con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return con
+        except sqlite3.OperationalError:   # ... or an archive nobody writes (a read-only folder)
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+
+    def require_writable(self) -> None:
+        if self.readonly:
+            raise StoreError(f"the store {self.path} is open read-only (this process may not write it or its "
+                             "folder); history, reports and exports work, new runs need a writable TCBENCH_DB")
 
     def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
+        self.require_writable()
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")
@@ -121,42 +282,189 @@ class Store:
     # -- writes -------------------------------------------------------------------------------
     def insert_run(self, spec: Any, comparison_id: int | None = None, round: int = 0, label: str = "",
                    pid: int | None = None, host: str = "") -> int:
+        now = time.time()
         return self._insert("runs", dict(
-            comparison_id=comparison_id, round=round, label=label, created=time.time(), status="running",
+            comparison_id=comparison_id, round=round, label=label, created=now, heartbeat=now, status="running",
             model=spec.model, size=spec.size, backend=spec.backend, batch_size=spec.batch_size, seq_len=spec.seq_len,
-            precision=spec.precision, pid=pid, host=host, spec_json=spec.to_json()))
+            precision=spec.precision, pid=os.getpid() if pid is None else pid, host=host or socket.gethostname(),
+            spec_json=spec.to_json()))
 
-    def add_steps(self, run_id: int, recs: list[StepRecord]) -> None:
-        """Several steps in one transaction (columns by name)."""
+    def add_steps(self, run_id: int, recs: list[StepRecord], timeout: float = 60.0) -> None:
+        """Several steps in one transaction (columns by name); also the run's heartbeat.
+
+        Raises sqlite3.OperationalError when the store stays locked for ``timeout`` s or the disk is
+        full: the caller keeps the records and tries again, or spools them (``spool_steps``).
+        """
+        self.require_writable()
         cols = ("run_id", *STEP_COLUMNS)
-        con = self._connect()
+        con = self._connect(timeout)
         try:
             con.execute("BEGIN IMMEDIATE")
             con.executemany(f"INSERT OR REPLACE INTO steps ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                             [(run_id, *(getattr(r, c) for c in STEP_COLUMNS)) for r in recs])
+            con.execute("UPDATE runs SET heartbeat=? WHERE run_id=?", (time.time(), run_id))
             con.execute("COMMIT")
         finally:
             con.close()
 
-    def finish_run(self, result: JobResult) -> None:
-        """Write a finished job's status, figures, environment and extra information into its row."""
+    def beat(self, run_id: int, timeout: float = 2.0, **started: Any) -> None:
+        """The run (and its comparison) is alive. ``started``: ``worker_pid`` (the job process, leader of its
+        process group) and ``artifacts`` (its folder), written once the job process exists."""
+        unknown = set(started) - {"worker_pid", "artifacts"}
+        if unknown:
+            raise TypeError(f"beat() got unknown fields {sorted(unknown)}")
+        con = self._connect(timeout)
+        try:
+            now = time.time()
+            con.execute("BEGIN IMMEDIATE")
+            self._update_run(con, run_id, {"heartbeat": now, **started})
+            con.execute("UPDATE comparisons SET heartbeat=? WHERE comparison_id=(SELECT comparison_id FROM runs "
+                        "WHERE run_id=?)", (now, run_id))
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    def _finish_values(self, result: JobResult) -> dict[str, Any]:
         values = {c: getattr(result, c) for c in RESULT_COLUMNS}
         values.update(ended=time.time(), env_json=json.dumps(result.env, default=str),
                       extra_json=json.dumps(result.extra, default=str))
+        return values
+
+    def _update_run(self, con: sqlite3.Connection, run_id: int, values: dict[str, Any]) -> None:
         sets = ", ".join(f"{c}=?" for c in values)
-        self._write(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), result.run_id])
+        con.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
+
+    def finish_run(self, result: JobResult, timeout: float = 60.0) -> None:
+        """Write a finished job's status, figures, environment and extra information into its row."""
+        self.require_writable()
+        con = self._connect(timeout)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            self._update_run(con, result.run_id, self._finish_values(result))
+            con.execute("COMMIT")
+        finally:
+            con.close()
 
     def insert_comparison(self, kind: str, spec: Any, backends: list[str], rounds: int, info: dict) -> int:
+        now = time.time()
         return self._insert("comparisons", dict(
-            created=time.time(), kind=kind, model=spec.model, size=spec.size, backends=",".join(backends),
-            rounds=rounds, status="running", spec_json=spec.to_json(), info_json=json.dumps(info, default=str)))
+            created=now, heartbeat=now, kind=kind, model=spec.model, size=spec.size, backends=",".join(backends),
+            rounds=rounds, status="running", spec_json=spec.to_json(), info_json=json.dumps(info, default=str),
+            pid=os.getpid(), host=socket.gethostname()))
 
     def finish_comparison(self, comparison_id: int, status: str, info: dict) -> None:
-        self._write("UPDATE comparisons SET status=?, info_json=? WHERE comparison_id=?",
-                    (status, json.dumps(info, default=str), comparison_id))
+        self._write("UPDATE comparisons SET status=?, info_json=?, heartbeat=? WHERE comparison_id=?",
+                    (status, json.dumps(info, default=str), time.time(), comparison_id))
+
+    # -- what could not be written now: spooled beside the store, merged on the next open ----------
+    def spool_dirs(self) -> list[Path]:
+        """Where records that could not be written are kept: beside the store, else under the temp dir."""
+        key = hashlib.sha1(str(self.path).encode()).hexdigest()[:12]
+        return [self.path.parent / f"{self.path.name}.spool",
+                Path(tempfile.gettempdir()) / f"tcbench-spool-{os.getuid()}" / key]
+
+    def spool(self, run_id: int, steps: list[StepRecord], result: JobResult | None = None) -> Path:
+        """Keep steps (and the run's final row) in a file to merge on the next open; the path written.
+
+        Raises StoreError naming every place tried and why, when none can be written.
+        """
+        line = json.dumps({"run_id": run_id, "steps": [dataclasses.asdict(r) for r in steps],
+                           "finish": None if result is None else self._finish_values(result)}, default=str)
+        errors = []
+        for folder in self.spool_dirs():
+            path = folder / f"run-{run_id}-{os.getpid()}.jsonl"
+            try:
+                private_dir(folder)
+                with open(path, "a") as f:
+                    f.write(line + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                return path
+            except (OSError, StoreError) as exc:
+                errors.append(f"{folder}: {getattr(exc, 'strerror', None) or exc}")
+        raise StoreError(f"could not write {len(steps)} step(s) of run {run_id} to the store {self.path} nor spool "
+                         f"them ({'; '.join(errors)}); they are still in the returned JobResult")
+
+    def merge_spool(self) -> int:
+        """Write spooled records into the store (then delete their files); the number of steps merged."""
+        merged = 0
+        for folder in self.spool_dirs():
+            for path in sorted(folder.glob("run-*.jsonl")) if folder.is_dir() else []:
+                try:
+                    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                except (OSError, ValueError):
+                    continue
+                cols = ("run_id", *STEP_COLUMNS)
+                try:
+                    con = self._connect(5.0)
+                    try:
+                        con.execute("BEGIN IMMEDIATE")
+                        for e in entries:
+                            con.executemany(
+                                f"INSERT OR REPLACE INTO steps ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                                [(e["run_id"], *(s.get(c) for c in STEP_COLUMNS)) for s in e["steps"]])
+                            if e.get("finish"):
+                                self._update_run(con, e["run_id"], e["finish"])
+                        con.execute("COMMIT")
+                    finally:
+                        con.close()
+                except sqlite3.OperationalError:
+                    return merged   # still locked or full: the next open tries again
+                merged += sum(len(e["steps"]) for e in entries)
+                path.unlink(missing_ok=True)
+        return merged
+
+    # -- runs and comparisons whose process is gone ----------------------------------------------
+    def reconcile(self) -> list[int]:
+        """Mark ``interrupted`` the running runs and comparisons whose process is gone; the run ids marked.
+
+        Same host: the recording process no longer exists (or has not beaten for STALE_S, a reused
+        pid). Another host: no heartbeat for STALE_S. A dead job's leftover processes are ended.
+        """
+        host, now = socket.gethostname(), time.time()
+
+        def gone(pid: Any, row_host: Any, beat: Any) -> str:
+            beat = beat if beat == beat and beat is not None else 0.0
+            if row_host == host and pid is not None and pid == pid and not pid_alive(pid):
+                return "the process running this job ended without reporting"
+            if now - beat > STALE_S:
+                return f"no heartbeat for {(now - beat) / 60:.0f} min; the process running this job is gone"
+            return ""
+
+        try:
+            runs = self.query("SELECT run_id, pid, host, heartbeat, created, worker_pid, artifacts FROM runs "
+                              "WHERE status='running'")
+            cmps = self.query("SELECT comparison_id, pid, host, heartbeat, created FROM comparisons "
+                              "WHERE status='running'")
+        except sqlite3.OperationalError:
+            return []
+        marked = []
+        for r in runs.itertuples():
+            why = gone(r.pid, r.host, r.heartbeat if r.heartbeat == r.heartbeat else r.created)
+            if not why:
+                continue
+            if r.host == host and r.worker_pid == r.worker_pid and r.worker_pid:
+                end_leftovers(r.worker_pid, r.artifacts)
+            try:
+                self._write("UPDATE runs SET status='interrupted', error=?, ended=? WHERE run_id=? AND status='running'",
+                            (f"{why}; the steps it reported are kept", now, int(r.run_id)))
+                marked.append(int(r.run_id))
+            except sqlite3.OperationalError:
+                return marked
+        for c in cmps.itertuples():
+            why = gone(c.pid, c.host, c.heartbeat if c.heartbeat == c.heartbeat else c.created)
+            if why:
+                try:
+                    self._write("UPDATE comparisons SET status='interrupted' WHERE comparison_id=? AND "
+                                "status='running'", (int(c.comparison_id),))
+                except sqlite3.OperationalError:
+                    return marked
+        return marked
 
     def add_probe(self, name: str, host: str, value: float, info: dict, threads: int = 0, dtype: str = "",
                   torch: str = "", disturbed: str = "") -> None:
+        if self.readonly:   # a probe is a cache: a read-only store simply does not keep it
+            return
         self._insert("probes", dict(name=name, created=time.time(), host=host, value=value, threads=threads,
                                     dtype=dtype, torch=torch, disturbed=disturbed, info_json=json.dumps(info)))
 

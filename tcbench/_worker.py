@@ -125,6 +125,7 @@ def _gpu_env() -> dict:
 
 def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     """The measured loop: one straight path from spec to step records."""
+    chan.send("phase", phase="loading")   # importing torch alone takes seconds: the stall clock starts here
     import torch
 
     from . import _data
@@ -132,7 +133,6 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     from ._backends import get_backend
 
     torch.set_num_threads(spec.threads or len(os.sched_getaffinity(0)))
-    chan.send("phase", phase="loading")
     backend = get_backend(spec.backend)
     _announce(chan, spec)
     chan.send("log", line=f"[tcbench] {torch.get_num_threads()} CPU thread(s) for this job")

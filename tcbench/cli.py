@@ -44,13 +44,17 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--cache", default="shared", choices=["shared", "cold"])
     p.add_argument("--debug", action="store_true", help="keep the compiler's own report in the run's artifacts")
+    p.add_argument("--stall-s", type=float, default=300.0,
+                   help="stop a job that reports nothing for max(this, 20 x its median step) seconds (default 300)")
+    p.add_argument("--timeout-s", type=float, default=None, help="optional cap on one job's wall-clock seconds")
 
 
 def _spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
     return JobSpec(model=a.model, size=a.size, backend=backend, batch_size=a.batch_size, seq_len=a.seq_len,
                    steps=a.steps, warmup_steps=a.warmup, lr=a.lr, seed=a.seed, precision=a.precision,
                    padding=a.padding, dataset=a.dataset, profile=a.profile, compile_mode=a.compile_mode,
-                   loss_every=a.loss_every, dropout=a.dropout, threads=a.threads, cache=a.cache, debug=a.debug)
+                   loss_every=a.loss_every, dropout=a.dropout, threads=a.threads, cache=a.cache, debug=a.debug,
+                   stall_s=a.stall_s, timeout_s=a.timeout_s)
 
 
 def _backends(text: str) -> list[str]:
