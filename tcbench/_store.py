@@ -189,6 +189,10 @@ class Store:
         self.path = Path(path).expanduser().resolve() if path is not None else default_path()
         if self.path.is_dir():
             raise StoreError(f"the store {self.path} is a folder; TCBENCH_DB must name a file")
+        for parent in self.path.parents:
+            if parent.exists() and not parent.is_dir():
+                raise StoreError(f"cannot use the store {self.path}: {parent} is a file, not a folder "
+                                 "(check TCBENCH_HOME / TCBENCH_DB)")
         if readonly is None:
             if not self.path.parent.exists():
                 private_dir(self.path.parent)

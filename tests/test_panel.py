@@ -374,3 +374,12 @@ def test_real_paired_run_history_and_export(tmp_path):
     # Export
     out = panel.export(tmp_path / "report.html")
     assert out is not None and out.read_text().lstrip().lower().startswith(("<!doctype", "<html"))
+
+
+def test_stall_and_total_cap_are_set_from_the_panel():
+    panel = _panel(stall_s=120.0, timeout_s=0.0)
+    assert panel.controls.spec.stall_s == 120.0 and panel.controls.spec.timeout_s is None   # 0: no cap
+    panel.controls.set(timeout_s=900.0)
+    assert panel.controls.spec.timeout_s == 900.0
+    panel.controls.set(stall_s=-1.0)
+    assert panel.controls.spec is None and "stall_s=-1.0" in panel.controls.errors["stall_s"].value

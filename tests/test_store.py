@@ -126,3 +126,40 @@ def test_probes_are_cached_per_host_threads_dtype_and_torch(store):
     assert store.latest_probe("matmul_peak", "h", 2, "fp32", "2.9.0", 3600) is None   # disturbed: never reused
     assert store.latest_probe("matmul_peak", "h", 1, "bf16", "2.9.0", 3600) is None
     assert store.latest_probe("matmul_peak", "h", 1, "fp32", "2.10.0", 3600) is None
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda d: (d / "afile").write_text("x") and d / "afile" / "tcbench.db", "afile is a file, not a folder"),
+    (lambda d: d, "is a folder; TCBENCH_DB must name a file"),
+    (lambda d: (d / "n.db").write_text("garbage " * 100) and d / "n.db", "file is not a database"),
+])
+def test_unusable_store_paths_are_named_errors_in_the_api_and_the_cli(tmp_path, make, needle):
+    import os
+    import subprocess
+    import sys
+
+    path = make(tmp_path)
+    with pytest.raises(StoreError, match=needle):
+        Store(path)
+    out = subprocess.run([sys.executable, "-m", "tcbench.cli", "runs"], capture_output=True, text=True,
+                         env={**os.environ, "TCBENCH_DB": str(path)})
+    assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_store_of_the_previous_schema_is_upgraded_and_its_ghost_runs_reconciled(tmp_path):
+    """Schema 2 had no heartbeat: its rows left `running` by a dead process become `interrupted` on open."""
+    path = tmp_path / "v2.db"
+    st = Store(path)
+    rid = st.insert_run(JobSpec(), pid=2**22 + 12345)   # a pid no process has
+    st.add_steps(rid, [_rec(0), _rec(1)])
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE runs DROP COLUMN heartbeat")
+    con.execute("ALTER TABLE runs DROP COLUMN worker_pid")
+    con.execute("PRAGMA user_version=2")
+    con.commit()
+    con.close()
+    row = Store(path).run_row(rid)
+    assert row["status"] == "interrupted" and "ended without reporting" in row["error"]
+    assert len(Store(path).steps(rid)) == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

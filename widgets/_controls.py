@@ -22,6 +22,8 @@ _ERROR_STYLE = "color:#b00020;font-size:12px"
 DEFAULT_SPEC = dict(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=40, warmup_steps=5, lr=2e-3, threads=1)
 DEFAULT_ROUNDS = 3
 THREADS_HELP = "1 thread per job keeps the measurement honest on a shared machine"
+STALL_HELP = ("a job that reports nothing (no step, no phase) for max(this, 20 × its median step) seconds is "
+              "stopped as stalled")
 
 
 def _human_params(n: float) -> str:
@@ -68,7 +70,7 @@ class Controls:
     """Input widgets, their error labels, and the JobSpec they describe."""
 
     FIELDS = ("model", "size", "profile", "batch_size", "seq_len", "steps", "warmup_steps", "lr", "threads",
-              "precision", "padding", "debug")
+              "precision", "padding", "debug", "stall_s", "timeout_s")
 
     def __init__(self, defaults: tc.JobSpec | None = None, on_change: Callable[[], None] | None = None):
         d = defaults or tc.JobSpec(**DEFAULT_SPEC)
@@ -86,6 +88,9 @@ class Controls:
         self.precision = w.Dropdown(options=list(tc.PRECISIONS), value=d.precision)
         self.padding = w.Dropdown(options=list(tc.PADDINGS), value=d.padding)
         self.debug = w.Checkbox(value=d.debug, indent=False)
+        self.stall_s = w.FloatText(value=d.stall_s, continuous_update=False, tooltip=STALL_HELP)
+        self.timeout_s = w.FloatText(value=d.timeout_s or 0.0, continuous_update=False,
+                                     tooltip="0: no cap (a job that keeps reporting is never killed)")
         self.rounds = w.IntText(value=DEFAULT_ROUNDS, continuous_update=False, tooltip="rounds alternate the order "
                                 "(A B, then B A, ...); 1 is allowed but gives no run-to-run spread")
         avail = self._avail = backend_availability()
@@ -128,6 +133,7 @@ class Controls:
             self._row("Threads per job", "threads", None, self.threads_help),
             self._row("Precision", "precision"), self._row("Padding", "padding"),
             self._row("Debug log", "debug"),
+            self._row("Stall timeout (s)", "stall_s"), self._row("Total cap (s, 0 = none)", "timeout_s"),
         ]
         self.model.layout.width = "420px"
         self.profile.layout.width = "420px"
@@ -141,6 +147,7 @@ class Controls:
         """The JobSpec keyword arguments the widgets describe."""
         vals = {name: getattr(self, name).value for name in self.FIELDS}
         vals["lr"] = float(vals["lr"])
+        vals["timeout_s"] = vals["timeout_s"] or None   # 0 in the box: no cap
         return vals
 
     def set(self, **values: Any) -> None:
