@@ -42,8 +42,13 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ROOT_FLAG) notebooks/00_workbench.ipynb
 
+# Voilà on 127.0.0.1 behind a fresh token (any local user of a shared host could otherwise drive the panel)
+APP_PORT ?= 8866
 app: setup
-	$(VENV)/bin/voila --Voila.ip=127.0.0.1 notebooks/00_workbench.ipynb
+	@TOKEN=$$($(PY) -c "import secrets; print(secrets.token_hex(24))"); \
+	echo "    To open the workbench, copy and paste this URL into a browser:"; \
+	echo "        http://127.0.0.1:$(APP_PORT)/?token=$$TOKEN"; \
+	exec $(VENV)/bin/voila --Voila.ip=127.0.0.1 --port=$(APP_PORT) --no-browser --token=$$TOKEN notebooks/00_workbench.ipynb
 
 bench: setup
 	@test -x /usr/bin/time || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null)
