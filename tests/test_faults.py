@@ -339,3 +339,26 @@ def test_the_wait_ends_when_the_job_exits_even_if_its_pipe_is_held(tmp_path, mon
     assert r.status == "ok", (r.error, r.log_tail)
     assert time.monotonic() - t0 < 110   # not the 120 s the helper holds the pipe
     assert not _left_behind(r.artifacts)
+
+
+def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_an_interrupted_run(tmp_path):
+    """Ctrl-C signals the terminal's foreground process group: the CLI's (the job has a group of its own)."""
+    db = tmp_path / "cli.db"
+    Store(db)
+    cli = subprocess.Popen([sys.executable, "-m", "tcbench.cli", "run", "--model", "gpt2", "--size", "tiny",
+                            "--seq-len", "32", "--steps", "100000", "--threads", "1"],
+                           env={**os.environ, "TCBENCH_DB": str(db)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    try:
+        run_id = _wait_for(lambda: (r := _row(db)) and _stored_steps(db, r["run_id"]) >= 3 and r["run_id"], 180,
+                           "3 stored steps")
+        os.killpg(cli.pid, signal.SIGINT)
+        out, err = cli.communicate(timeout=60)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    last = err.strip().splitlines()[-1]
+    assert cli.returncode == 130 and last.startswith("tcbench: interrupted") and "Traceback" not in err, err[-2000:]
+    row = _row(db, run_id)
+    assert row["status"] == "interrupted" and _stored_steps(db, run_id) >= 3
+    assert not _left_behind(row["artifacts"])
