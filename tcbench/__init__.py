@@ -21,7 +21,7 @@ from ._history import comparisons, get_run, runs, steps
 from ._maxbatch import MaxBatchResult, find_max_batch
 from ._preflight import check as preflight
 from ._profiles import Profile, profile, profile_names, profiles
-from ._metrics import VERDICT_KINDS
+from ._metrics import VERDICT_KINDS, break_even_steps
 from ._results import JobFigures, JobResult, StepRecord
 from ._runner import backend_status, run
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
@@ -56,7 +56,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 __all__ = [
     "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "Profile",
-    "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "runs", "steps", "comparisons", "get_run",
+    "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "build_model", "profiles", "profile", "profile_names",
     "cost", "cost_table", "savings_pct", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult",
     "two_stage", "TwoStageResult", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",

@@ -45,8 +45,9 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
           f"steps run {res.total_steps} vs a plain grid's {res.grid_steps}")
     if a.trials_table:
         _print(res.trials)
-    if a.storage:
-        print(f"study {res.study_name!r} in {res.storage} (optuna-dashboard {res.storage} opens it)")
+    if a.storage:   # res.storage shows the URL with its password as ***
+        hint = "; put the password back in place of ***" if "***" in res.storage else ""
+        print(f"study {res.study_name!r} in {res.storage} (optuna-dashboard {res.storage} opens it{hint})")
     return 0 if res.best_lr is not None else 1
 
 
@@ -69,7 +70,9 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"])
     p.add_argument("--new-batch-size", type=int, required=True)
     p.add_argument("--trials", type=int, default=12)
-    p.add_argument("--storage", default=None, help="'store' (tcbench's SQLite file) or an Optuna URL; resumes")
+    p.add_argument("--storage", default=None,
+                   help="'store' (tcbench's SQLite file) or a database URL; resumes, retries the trials of killed "
+                        "workers (heartbeat), never prints the password")
     p.add_argument("--study-name", default=None)
     p.add_argument("--sampler", default="tpe", choices=["tpe", "random"])
     p.add_argument("--pruner", default="median", choices=["median", "halving", "none"])

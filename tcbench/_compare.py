@@ -101,7 +101,9 @@ class Comparison:
         noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
         kind, text = verdict(sp, lo, hi, noisy, problems, self.rounds)
         nat_med = _median([a.median_step_s for a, _ in complete])
-        compile_s = _median([b.compile_latency_s for _, b in complete])
+        # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
+        compile_s = _median([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete
+                             if b.compile_latency_s is not None])
         be_lo, be_hi = break_even_range(compile_s, nat_med, lo, hi) if kind == "faster" else (None, None)
         be = {"faster": break_even_steps(compile_s, nat_med, med), "slower": float("inf")}.get(kind)
         if kind == "faster" and be_lo is not None:
@@ -113,7 +115,7 @@ class Comparison:
         verdicts = [p for p, _, _ in parity if p is not None]
         failed = [note for p, _, note in parity if p is False]
         out = dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, memory_ratio=mem, memory_ci_low=mem_lo,
-                   memory_ci_high=mem_hi, break_even_steps=be, break_even_low=be_lo, break_even_high=be_hi,
+                   memory_ci_high=mem_hi, extra_warmup_s=compile_s, break_even_steps=be, break_even_low=be_lo, break_even_high=be_hi,
                    loss_parity=None if not verdicts else all(verdicts),
                    loss_diff=_median([d for _, d, _ in parity]),
                    loss_parity_note=(failed or [n for _, _, n in parity] or ["not judged: no complete pair"])[0],
@@ -184,7 +186,7 @@ class Comparison:
 
 def _empty_pair_columns() -> dict[str, Any]:
     return dict(speedup=None, speedup_ci_low=None, speedup_ci_high=None, memory_ratio=None, memory_ci_low=None,
-                memory_ci_high=None, break_even_steps=None, break_even_low=None, break_even_high=None,
+                memory_ci_high=None, extra_warmup_s=None, break_even_steps=None, break_even_low=None, break_even_high=None,
                 loss_parity=None, loss_diff=None, loss_parity_note="")
 
 

@@ -127,6 +127,7 @@ ROWS: list[tuple[str, tuple[str, ...], Callable[[dict], str]]] = [
     ("tokens/s", ("tokens_s",), lambda r: fmt_number(r.get("tokens_s"))),
     ("compile latency (s)", ("compile_latency_s",), lambda r: fmt_number(r.get("compile_latency_s"), 1)),
     ("compile cache", ("cache",), lambda r: _text(r.get("cache"))),
+    ("warmup added by compiling (s)", ("extra_warmup_s",), lambda r: fmt_number(r.get("extra_warmup_s"), 1)),
     ("break-even steps", ("break_even_steps", "break_even_low", "break_even_high"), _break_even),
     ("peak memory (MiB)", ("peak_mem_mb",), lambda r: fmt_number(r.get("peak_mem_mb"))),
     ("memory ratio, native ÷ this (95 % interval)", ("memory_ratio", "memory_ci_low", "memory_ci_high"),
@@ -238,8 +239,9 @@ def comparison_html(cmp: Any, profile: str | None = None) -> str:
 <p>Step time: median of the steady-state steps (the first {s.warmup_steps} warmup steps are reported apart).
 Speedup: native median step ÷ compiled median step, with a 95 % interval (bootstrap over rounds and steady steps);
 "faster" or "slower" only when the interval excludes 1. Compile latency: warmup time − warmup steps × steady
-median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: compile latency ÷ per-step
-gain, as a range from the speedup's interval.</p>
+median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: the warmup compiling adds
+(the compiled job's compile latency minus the native job's own warmup overhead) ÷ per-step gain, as a range from
+the speedup's interval.</p>
 {_figures_html(cmp)}
 <h2>Job spec</h2><p><code>{spec_txt}</code></p>
 </body></html>"""

@@ -16,8 +16,20 @@ failed is marked FAIL with its reason in ``user_attrs``; the study goes on.
 
 **Storage**: ``None`` keeps the study in memory; ``"store"`` puts it in tcbench's own SQLite file;
 any Optuna storage URL (``"sqlite:///tune.db"``) persists it, and calling again with the same
-``study_name`` resumes it (trials left running by a killed process are marked FAIL, the rule
-guesses are enqueued again if they never finished, and only the missing trials are run).
+``study_name`` resumes it: only the missing trials are run, and several processes may work on one
+study at once. A URL is checked before any job starts (known dialect, driver installed, for SQLite a
+writable file in an existing folder, the database opens); a bad one is a ``SpecError`` naming
+``storage``. The URL is only ever stored or shown with its password as ``***``.
+
+**Workers that die**: the process running a study writes its running trial's heartbeat every 10 s
+(``HEARTBEAT_INTERVAL_S`` in ``_tuning_storage``). A trial whose heartbeat is older than the 60 s
+grace period (``GRACE_PERIOD_S``) belongs to a process that is gone (SIGKILL, lost machine): the next
+trial start on the study marks it FAIL and enqueues it again, same lr and rule (at most 3 times);
+its job died with its process. A RUNNING trial with a fresh heartbeat belongs to a live process and
+is never touched; when the trials still missing are all running elsewhere, this call waits for them
+(a dead one is retried here once its grace period has passed). A trial stopped by ``stop`` or a
+KeyboardInterrupt is FAIL with status ``interrupted``: it does not count toward ``n_trials``, and an
+interrupted rule guess is enqueued again.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ import pandas as pd
 from ._preflight import check as preflight
 from ._spec import JobSpec
 from ._store import Store
+from ._tuning_storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons, open_storage
 
 TRIAL_COLUMNS = ["number", "lr", "value", "state", "rule", "status", "steps_run", "duration_s", "run_id", "reason"]
 
@@ -134,22 +147,6 @@ def _make_pruner(pruner: Any, steps: int):
     raise ValueError(f"pruner={pruner!r} is not allowed; use 'median', 'halving', 'none' or an optuna pruner")
 
 
-def _make_storage(storage: Any, store: Store):
-    """(optuna storage or None, its URL for display)."""
-    import optuna
-
-    if storage is None:
-        return None, None
-    if isinstance(storage, str):
-        url = f"sqlite:///{store.path}" if storage == "store" else storage
-        if "://" not in url:
-            raise ValueError(f"storage={storage!r} is not allowed; use None, 'store' or an Optuna URL like "
-                             "'sqlite:///tune.db'")
-        kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs), url
-    return storage, type(storage).__name__
-
-
 def _check(spec: JobSpec, new_batch_size: int, n_trials: int, search_factor: float, eval_batches: int,
            steps: int) -> None:
     for name, value, low in (("new_batch_size", new_batch_size, 1), ("n_trials", n_trials, 1),
@@ -172,18 +169,40 @@ def _trial_spec(spec: JobSpec, new_batch: int, lr: float, steps: int, eval_batch
                                warmup_steps=min(spec.warmup_steps, steps - 1), eval_batches=eval_batches)
 
 
+class _Lost(Exception):
+    """This process's trial was failed by another one (its heartbeat looked stale) and retried there."""
+
+
+def _interrupted(trial: Any, lr: float, why: str) -> None:
+    """Mark a trial the user stopped: it does not count toward n_trials; a rule guess is enqueued again."""
+    from optuna.exceptions import UpdateFinishedTrialError
+
+    try:
+        trial.set_user_attr("status", "interrupted")
+        trial.set_user_attr("reason", f"{why}; it does not count toward n_trials"[:400])
+    except UpdateFinishedTrialError:   # another process took it for dead and retried it already
+        return
+    rule = trial.user_attrs.get("rule")
+    if rule:
+        trial.study.enqueue_trial({"lr": lr}, user_attrs={"rule": rule})
+
+
 def _objective(spec: JobSpec, ctx: dict) -> Callable:
     """The Optuna objective: one job per trial, pruned on the streamed training loss."""
     import optuna
+    from optuna.exceptions import UpdateFinishedTrialError
 
     def objective(trial: "optuna.Trial") -> float:
         from ._runner import run
 
         lr = trial.suggest_float("lr", ctx["low"], ctx["high"], log=True)
+        if ctx["heartbeat"]:   # a first beat now (Optuna's thread may not have written yet), then the mark
+            ctx["storage"].record_heartbeat(trial._trial_id)
+            ctx["storage"].set_trial_system_attr(trial._trial_id, BEAT_ATTR, True)
         job = _trial_spec(spec, ctx["new_batch"], lr, ctx["steps"], ctx["eval_batches"])
         own = threading.Event()
         window: list[float] = []
-        state = {"pruned_at": None}
+        state: dict = {"pruned_at": None}
 
         def observe(event: dict) -> None:
             ctx["observer"](event)
@@ -195,13 +214,27 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
                 value = sum(window) / len(window)
                 window.clear()
                 if math.isfinite(value):
-                    trial.report(value, rec.step + 1)
-                    if trial.should_prune():
+                    try:
+                        trial.report(value, rec.step + 1)
+                        prune = trial.should_prune()
+                    except UpdateFinishedTrialError:   # another process took this trial for dead
+                        ctx["lost"] = True
+                        own.set()
+                        return
+                    if prune:
                         state["pruned_at"] = rec.step + 1
                         own.set()
 
-        res = run(job, observe, _Either(own, ctx["stop"]), ctx["store"], ctx["comparison_id"], trial.number,
-                  f"trial#{trial.number}")
+        try:
+            res = run(job, observe, _Either(own, ctx["stop"]), ctx["store"], ctx["comparison_id"], trial.number,
+                      f"trial#{trial.number}")
+        except KeyboardInterrupt:
+            _interrupted(trial, lr, "interrupted by KeyboardInterrupt")
+            raise
+        if ctx["lost"] or (ctx["storage"] is not None
+                           and ctx["storage"].get_trial(trial._trial_id).state.is_finished()):
+            ctx["lost"] = True
+            raise _Lost(f"trial {trial.number} was failed by another process and retried there")
         for key, val in (("run_id", res.run_id), ("status", res.status), ("steps_run", len(res.records)),
                          ("reason", res.error[:300])):
             trial.set_user_attr(key, val)
@@ -214,8 +247,9 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
                 reason += f"; the job had already finished its {len(res.records)} steps when the stop arrived"
             trial.set_user_attr("reason", reason)
             raise optuna.TrialPruned(f"pruned at step {state['pruned_at']} (lr={lr:.3g})")
-        if ctx["stop"] is not None and ctx["stop"].is_set():
-            trial.study.stop()
+        if res.status == "interrupted" and ctx["stop"] is not None and ctx["stop"].is_set():
+            _interrupted(trial, lr, res.error or "stopped by the user")
+            return float("nan")
         value = res.extra.get("eval_loss")
         if res.status != "ok" or value is None or not math.isfinite(value):
             if res.status == "ok":
@@ -231,26 +265,52 @@ def _fixed_lr(t: Any) -> float | None:
     return params.get("lr")
 
 
-def _prepare_study(study: Any, storage: Any, rules: dict[str, float]) -> None:
-    """On resume: trials left RUNNING by a killed process become FAIL; unfinished rule guesses are enqueued."""
-    from optuna.trial import TrialState
+def _counts(t: Any) -> bool:
+    """A finished trial that counts toward n_trials: not one whose process died, nor one the user stopped."""
+    status = t.user_attrs.get("status")
+    return t.state.name in ("COMPLETE", "PRUNED") or (t.state.name == "FAIL" and bool(status)
+                                                       and status != "interrupted")
 
+
+def _prepare_study(study: Any, storage: Any, rules: dict[str, float]) -> None:
+    """Fail (and retry) the trials of dead processes; enqueue the rule guesses that are not settled.
+
+    A rule guess is settled by a trial that counts, is waiting, or runs in a live process (with a
+    heartbeat; a dead one is retried by the heartbeat callback)."""
+    fail_stale(study, storage)
     trials = study.get_trials(deepcopy=False)
-    for t in trials:
-        if t.state == TrialState.RUNNING and storage is not None:
-            storage.set_trial_user_attr(t._trial_id, "reason", "the process running this trial ended before it did")
-            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-    trials = study.get_trials(deepcopy=False)
+    beat = heartbeat_on(storage)
     for name, lr in rules.items():
-        settled = any(_fixed_lr(t) == lr and (t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.WAITING)
-                                               or t.user_attrs.get("status")) for t in trials)
-        if not settled:
+        if not any(_fixed_lr(t) == lr and (_counts(t) or t.state.name == "WAITING"
+                                           or (beat and t.state.name == "RUNNING")) for t in trials):
             study.enqueue_trial({"lr": lr}, user_attrs={"rule": name})
 
 
-def _counts(t: Any) -> bool:
-    """A finished trial that counts toward n_trials (not one left behind by a killed process)."""
-    return t.state.name in ("COMPLETE", "PRUNED") or (t.state.name == "FAIL" and bool(t.user_attrs.get("status")))
+def _optimize(study: Any, objective: Callable, ctx: dict, n_trials: int) -> None:
+    """Run trials one at a time until the study holds ``n_trials`` that count (or ``stop`` is set).
+
+    Trials running in other live processes are waited for, not duplicated; a dead one is failed and
+    retried once its heartbeat is older than the grace period."""
+    storage, stop = ctx["storage"], ctx["stop"]
+    while not (stop is not None and stop.is_set()):
+        fail_stale(study, storage)
+        trials = study.get_trials(deepcopy=False)
+        done = sum(_counts(t) for t in trials)
+        running = sum(t.state.name == "RUNNING" for t in trials) if ctx["heartbeat"] else 0
+        if done >= n_trials:
+            return
+        if done + running >= n_trials:   # the missing trials run elsewhere (or died there: wait for the grace)
+            if stop is not None:
+                stop.wait(min(storage.heartbeat_interval, 2))
+            else:
+                time.sleep(min(storage.heartbeat_interval, 2))
+            continue
+        ctx["lost"] = False
+        try:
+            study.optimize(objective, n_trials=1, gc_after_trial=False)
+        except (_Lost, ValueError):   # Optuna cannot tell a trial another process failed: ValueError
+            if not ctx["lost"]:
+                raise
 
 
 def _check_resume(study: Any, config: dict) -> None:
@@ -268,14 +328,17 @@ def _check_resume(study: Any, config: dict) -> None:
 def trials_frame(study: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(one row per trial, one row per reported intermediate value) of a study."""
     rows, inter = [], []
-    for t in study.get_trials(deepcopy=False):
+    trials = study.get_trials(deepcopy=False)
+    lost = lost_reasons(trials)
+    for t in trials:
         dur = None
         if t.datetime_start and t.datetime_complete:
             dur = (t.datetime_complete - t.datetime_start).total_seconds()
         rows.append(dict(number=t.number, lr=t.params.get("lr", _fixed_lr(t)), value=t.value, state=t.state.name,
                          rule=t.user_attrs.get("rule", ""), status=t.user_attrs.get("status", ""),
                          steps_run=t.user_attrs.get("steps_run", 0), duration_s=dur,
-                         run_id=t.user_attrs.get("run_id"), reason=t.user_attrs.get("reason", "")))
+                         run_id=t.user_attrs.get("run_id"),
+                         reason=lost.get(t.number, t.user_attrs.get("reason", ""))))
         inter += [dict(number=t.number, step=s, value=v, state=t.state.name)
                   for s, v in sorted(t.intermediate_values.items())]
     return (pd.DataFrame(rows, columns=TRIAL_COLUMNS),
@@ -295,7 +358,8 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
               extra_lrs: Sequence[float] = ()) -> RetuneResult:
     """Find the learning rate for ``new_batch_size``, starting from ``spec.lr`` at ``spec.batch_size``.
 
-    Runs until the study holds ``n_trials`` finished trials (a resumed study only runs the rest).
+    Runs until the study holds ``n_trials`` trials that count (a resumed study only runs the rest;
+    trials whose process died or that the user stopped do not count; see the module docstring).
     ``steps`` defaults to ``spec.steps``; the intermediate value is reported every ``report_every``
     steps (default steps // 10). ``extra_lrs``: your own guesses, enqueued after the two rules (the
     search range widens to include them). Observers get the runner's events plus ``{"type": "trial", ...}``.
@@ -311,7 +375,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
     extras = _check_extras(extra_lrs)
     low = min(min(linear, sqrt) / search_factor, *extras) if extras else min(linear, sqrt) / search_factor
     high = max(max(linear, sqrt) * search_factor, *extras) if extras else max(linear, sqrt) * search_factor
-    backend_storage, url = _make_storage(storage, store)
+    backend_storage, url = open_storage(storage, store.path)   # a bad URL is a SpecError before any job starts
     name = study_name or (f"retune-{spec.model}-{spec.size}-{spec.backend}-b{spec.batch_size}-lr{spec.lr:g}"
                           f"-to-b{new_batch_size}-s{seed}")
     study = optuna.create_study(storage=backend_storage, study_name=name, direction="minimize", load_if_exists=True,
@@ -323,16 +387,17 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
     cid = store.insert_comparison("retune", spec, [spec.backend], n_trials,
                                   dict(study_name=name, storage=url, new_batch_size=new_batch_size, low=low, high=high))
     ctx = dict(low=low, high=high, new_batch=new_batch_size, steps=steps, eval_batches=eval_batches, store=store,
-               report_every=report_every, stop=stop, observer=observer or (lambda e: None), comparison_id=cid)
-    t0 = time.monotonic()
-    done = sum(_counts(t) for t in study.get_trials(deepcopy=False))
-    if n_trials - done > 0 and not (stop is not None and stop.is_set()):
-        study.optimize(_objective(spec, ctx), n_trials=n_trials - done, gc_after_trial=False)
-    result = _result(spec, study, new_batch_size, low, high, steps, url, time.monotonic() - t0, cid)
-    status = "interrupted" if stop is not None and stop.is_set() else "done"
-    store.finish_comparison(cid, status, {"study_name": name, "storage": url, "best_lr": result.best_lr,
-                                          "best_value": result.best_value, "linear_lr": linear, "sqrt_lr": sqrt,
-                                          "n_pruned": result.n_pruned, "total_steps": result.total_steps})
+               report_every=report_every, stop=stop, observer=observer or (lambda e: None), comparison_id=cid,
+               storage=backend_storage, heartbeat=heartbeat_on(backend_storage), lost=False)
+    t0, status = time.monotonic(), "interrupted"   # unless the loop ends on its own
+    try:
+        _optimize(study, _objective(spec, ctx), ctx, n_trials)
+        status = "interrupted" if stop is not None and stop.is_set() else "done"
+    finally:
+        result = _result(spec, study, new_batch_size, low, high, steps, url, time.monotonic() - t0, cid)
+        store.finish_comparison(cid, status, {"study_name": name, "storage": url, "best_lr": result.best_lr,
+                                              "best_value": result.best_value, "linear_lr": linear, "sqrt_lr": sqrt,
+                                              "n_pruned": result.n_pruned, "total_steps": result.total_steps})
     return result
 
 

@@ -1,0 +1,172 @@
+"""Where a retune study lives: URL checks, masked display, and the heartbeat that retries a dead worker's trial.
+
+An Optuna RDB storage opened here records a heartbeat for the running trial every
+``HEARTBEAT_INTERVAL_S`` seconds (a thread of the process running the study). A RUNNING trial whose
+last heartbeat is older than ``GRACE_PERIOD_S`` belongs to a process that is gone (killed, lost its
+machine): the next process to start a trial on the study marks it FAIL and enqueues it again with the
+same learning rate and rule (``RetryHeartbeatStaleTrialCallback``, at most ``MAX_RETRY`` times). A
+RUNNING trial with a fresh heartbeat belongs to a live process and is left alone. A RUNNING trial that
+never had a heartbeat (an older tcbench, or ``study.ask()`` outside ``optimize``) is treated the same
+way once it started more than the grace period ago.
+
+A URL is checked before anything starts — known dialect, its driver importable, for SQLite a writable
+file in an existing folder, then the database opened — and every error is a :class:`SpecError` naming
+``storage``. The URL is only ever shown with its password (and ``password=``-like query values) masked.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import warnings
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from ._spec import SpecError
+
+HEARTBEAT_INTERVAL_S = 10   # a live study process writes its running trial's heartbeat this often
+GRACE_PERIOD_S = 60         # six missed heartbeats: the trial's process is taken to be gone
+MAX_RETRY = 3               # a trial whose process dies again and again is retried at most this often
+BEAT_ATTR = "tcbench:heartbeat"   # system attr: this trial ran with a heartbeat (Optuna can judge it)
+ALLOWED = ("None (in memory), 'store' (tcbench's own SQLite file), or a database URL whose driver is installed "
+           "and that opens for writing, e.g. 'sqlite:///tune.db'")
+_TIMEOUT_DRIVERS = ("psycopg", "psycopg2", "mysqldb", "pymysql")   # they take connect_timeout (seconds)
+
+_USERINFO = re.compile(r"(://[^:/@]*:)[^@]*@")
+_SECRET_QUERY = re.compile(r"([?&](?:password|passwd|pwd|secret|token)[^=&]*=)[^&]*", re.IGNORECASE)
+
+
+def mask(text: str, password: str | None = None) -> str:
+    """``text`` with a URL's password, ``password=``-like query values and ``password`` itself shown as ``***``."""
+    out = _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
+    return out.replace(password, "***") if password else out
+
+
+def _refuse(shown: str, why: str) -> SpecError:
+    return SpecError("storage", shown, ALLOWED, f"storage={shown!r} is not allowed: {why}; allowed: {ALLOWED}")
+
+
+def _sqlite_path(url: Any) -> Path | None:
+    """The file an SQLite URL names (None for in-memory)."""
+    db = url.database or ""
+    if str(url.query.get("uri", "")).lower() in ("true", "1"):
+        if "mode=memory" in db or url.query.get("mode") == "memory":
+            return None
+        db = urlparse(db).path if db.startswith("file:") else db
+    return None if db in ("", ":memory:") else Path(db)
+
+
+def _check_sqlite(url: Any, shown: str) -> None:
+    path = _sqlite_path(url)
+    if path is None:
+        raise _refuse(shown, "an in-memory SQLite database cannot be resumed nor shared with the heartbeat "
+                             "thread (use storage=None for a study kept in memory)")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise _refuse(shown, f"the folder {str(folder)!r} does not exist")
+    if path.is_dir():
+        raise _refuse(shown, f"{str(path)!r} is a folder, not a database file")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise _refuse(shown, f"the file {str(path)!r} cannot be written")
+    if not os.access(folder, os.W_OK | os.X_OK):   # SQLite writes its journal beside the file
+        raise _refuse(shown, f"the folder {str(folder)!r} cannot be written")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def open_storage(storage: Any, store_path: Path) -> tuple[Any, str | None]:
+    """(the Optuna storage, or None for in memory; how to show it, password masked). Raises SpecError."""
+    import optuna
+    import sqlalchemy.exc
+    from sqlalchemy.engine import make_url
+
+    if storage is None:
+        return None, None
+    if not isinstance(storage, str):
+        if isinstance(storage, optuna.storages.BaseStorage):
+            return storage, type(storage).__name__
+        raise _refuse(type(storage).__name__, "it is neither a URL nor an optuna storage")
+    text = f"sqlite:///{store_path}" if storage == "store" else storage
+    shown = mask(text)
+    try:
+        url = make_url(text)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        raise _refuse(shown, "it is not a database URL (dialect://user:password@host/database)") from None
+    shown = mask(text, url.password if isinstance(url.password, str) else None)
+    try:
+        url.get_dialect().import_dbapi()
+    except sqlalchemy.exc.NoSuchModuleError:
+        raise _refuse(shown, f"SQLAlchemy knows no database kind {url.drivername!r}") from None
+    except ImportError as exc:
+        raise _refuse(shown, f"the Python module {exc.name or str(exc)!r} that SQLAlchemy's {url.drivername!r} "
+                             "dialect needs is not installed") from None
+    if url.get_backend_name() == "sqlite":
+        _check_sqlite(url, shown)
+    kwargs = {}
+    if url.get_backend_name() == "sqlite":
+        kwargs = {"connect_args": {"timeout": 60}}       # wait for another process's write, don't fail
+    elif url.get_driver_name() in _TIMEOUT_DRIVERS:
+        kwargs = {"connect_args": {"connect_timeout": 20}}   # an unreachable server is an error, not a hang
+    try:
+        with warnings.catch_warnings():   # heartbeat_interval and the retry callback are "experimental"
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            backend = optuna.storages.RDBStorage(
+                text, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY))
+    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError, OSError) as exc:
+        raise _refuse(shown, "the database cannot be opened (" + mask(_first_line(exc), url.password) + ")") from None
+    return backend, shown
+
+
+def heartbeat_on(storage: Any) -> bool:
+    """Does this storage record heartbeats (so RUNNING trials of dead processes can be told apart)?"""
+    return storage is not None and bool(getattr(storage, "heartbeat_interval", None)) and hasattr(
+        storage, "get_heartbeat_stale_trial_callback")
+
+
+def grace_s(storage: Any) -> float:
+    return float(storage.grace_period or 2 * storage.heartbeat_interval)
+
+
+def fail_stale(study: Any, storage: Any) -> None:
+    """Fail (and enqueue again) the RUNNING trials whose process is gone; leave live ones alone."""
+    import optuna
+    from optuna.trial import TrialState
+
+    if not heartbeat_on(storage):
+        return   # in memory (no other process), or a storage that cannot tell a live trial from a dead one
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+        now = datetime.now()
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.system_attrs.get(BEAT_ATTR) or t.datetime_start is None:
+                continue   # Optuna's heartbeat judges it
+            if (now - t.datetime_start).total_seconds() <= grace_s(storage):
+                continue
+            try:
+                storage.set_trial_user_attr(t._trial_id, "reason", "left RUNNING without a heartbeat by a process "
+                                            "that is gone (an older tcbench, or ask() outside optimize)")
+                if storage.set_trial_state_values(t._trial_id, TrialState.FAIL):
+                    retry = storage.get_heartbeat_stale_trial_callback()
+                    if retry is not None:   # the retry copies user attrs: not this trial's reason
+                        dead = copy.deepcopy(storage.get_trial(t._trial_id))
+                        dead.user_attrs.pop("reason", None)
+                        retry(study, dead)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass   # its process finished it, or another process failed it first
+
+
+def lost_reasons(trials: list) -> dict[int, str]:
+    """Why each FAIL trial without a status or reason has no result: its process died; and its retry, if any."""
+    retried_as = {t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")}
+    return {t.number: "its process stopped before the trial ended (no heartbeat within the grace period); "
+                      + (f"retried as trial {retried_as[t.number]}" if t.number in retried_as else "not retried")
+            for t in trials if t.state.name == "FAIL" and not t.user_attrs.get("status")
+            and not t.user_attrs.get("reason")}
