@@ -26,7 +26,7 @@ from ._results import JobFigures, JobResult, StepRecord
 from ._runner import backend_status, run
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
 from ._store import Store, StoreError
-from ._tuning import RetuneResult, retune_lr
+from ._tuning import RetuneResult, retune_lr, rule_lrs
 from ._twostage import TwoStageResult, two_stage
 
 __version__ = "0.1.0"
@@ -58,6 +58,6 @@ __all__ = [
     "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "Profile",
     "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "build_model", "profiles", "profile", "profile_names",
-    "cost", "cost_table", "savings_pct", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult",
+    "cost", "cost_table", "savings_pct", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
     "two_stage", "TwoStageResult", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
 ]
