@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
 PYTEST_ARGS ?=
 
-.PHONY: setup browser demo test test-fast lab app bench clean
+.PHONY: setup browser demo test test-fast lab app bench gallery clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,10 +50,14 @@ app: setup
 	echo "        http://127.0.0.1:$(APP_PORT)/?token=$$TOKEN"; \
 	exec $(VENV)/bin/voila --Voila.ip=127.0.0.1 --port=$(APP_PORT) --no-browser --token=$$TOKEN notebooks/00_workbench.ipynb
 
+# every notebook executed, one self-contained HTML copy each (tables, plots) in gallery/ — to show and hand out
+gallery: setup
+	$(PY) notebooks/gallery.py --out gallery
+
 bench: setup
 	@test -x /usr/bin/time || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null)
 	$(PY) benchmarks/trust.py
 	$(PY) benchmarks/run_benchmarks.py
 
 clean:
-	rm -rf $(VENV) $(TEST_HOME) .pytest_cache demo-report.html
+	rm -rf $(VENV) $(TEST_HOME) .pytest_cache demo-report.html gallery

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 pytestmark = [pytest.mark.notebook, pytest.mark.integration]
 
@@ -19,12 +19,21 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 def execute(name: str, tmp_path: Path, monkeypatch, timeout: int = 600) -> tuple[nbformat.NotebookNode, float]:
-    monkeypatch.setenv("TCBENCH_NB_FAST", "1")
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{name} is committed with outputs"
-    t0 = time.monotonic()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    return nb, time.monotonic() - t0
+    """Run the notebook the way `make gallery` does (fast), and check its HTML copy is written with its outputs."""
+    sys.path.insert(0, str(NOTEBOOKS))
+    try:
+        import gallery
+    finally:
+        sys.path.remove(str(NOTEBOOKS))
+    committed = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert all(not c.get("outputs") for c in committed.cells if c.cell_type == "code"), f"{name} has outputs"
+    nb, took = gallery.execute(NOTEBOOKS / name, tmp_path, fast=True, timeout=timeout)
+    html = gallery.to_html(nbformat.from_dict(json.loads(json.dumps(nb))), tmp_path / f"{Path(name).stem}.html", took)
+    text = html.read_text()
+    assert "Executed " in text and "jp-OutputArea" in text
+    if outputs(nb, PLOTLY):   # plots are in the handout, drawn by the plotly.js it embeds
+        assert "Plotly.newPlot" in text or "plotly" in text.lower()
+    return nb, took
 
 
 def outputs(nb, mime: str) -> list:
@@ -98,3 +107,20 @@ def test_05_batch_size_and_learning_rate(tmp_path, monkeypatch):
     assert len(outputs(nb, PLOTLY)) >= 4
     out = texts(nb)
     assert "linear rule" in out and "square-root rule" in out
+
+
+def test_make_gallery_writes_one_html_per_notebook():
+    """`make gallery` executes every notebook through notebooks/gallery.py (each test above runs one the same way)."""
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "gallery"], cwd=NOTEBOOKS.parent, capture_output=True, text=True)
+    assert out.returncode == 0 and "notebooks/gallery.py" in out.stdout, out.stdout + out.stderr
+    sys.path.insert(0, str(NOTEBOOKS))
+    try:
+        import gallery
+    finally:
+        sys.path.remove(str(NOTEBOOKS))
+    names = sorted(p.name for p in NOTEBOOKS.glob("0*.ipynb"))
+    tested = {n for n in names if f"test_{n[:2]}_" in Path(__file__).read_text()}
+    assert len(names) >= 6 and tested == set(names), set(names) - tested
+    assert gallery.HERE == NOTEBOOKS
