@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 # test runs share compile caches (Inductor, XLA) across tests and across runs
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25
 
 .PHONY: setup browser demo test test-fast lab app bench gallery clean
 
