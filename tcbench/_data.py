@@ -10,6 +10,9 @@ Padding
   ``longest``: pad to the longest sequence of the batch rounded up to a multiple of 8 (capped at
   ``seq_len``): fewer wasted tokens, but several distinct shapes (with the shipped data and
   seq_len 128 typically 8-16), each of which a compiler may trace again.
+  ``bucket``: pad to the next power of two >= 16 (capped at ``seq_len``): at most log2(seq_len/16) + 1
+  shapes (3 for seq_len 64) — the fix both compilers understand: XLA compiles one graph per bucket,
+  and a compiler that specialises on shapes sees a handful, not every length.
 
 Order
   The stream is an endless concatenation of epochs, each a permutation of the examples drawn
@@ -307,6 +310,8 @@ def _stream(task, ids, lengths, labels, targets, batch_size, seq_len, padding, s
         lens = lengths[idx]
         if padding == "max_length":
             L = seq_len
+        elif padding == "bucket":
+            L = min(seq_len, max(16, 1 << (int(lens.max()) - 1).bit_length()))
         else:
             L = min(seq_len, -(-int(lens.max()) // 8) * 8)
         input_ids = np.full((batch_size, L), PAD, dtype=np.int64)

@@ -21,7 +21,7 @@ from ._catalog import MODELS, SIZES, max_positions
 
 BACKENDS = ("eager", "inductor", "xla")
 PRECISIONS = ("fp32", "bf16", "fp16")
-PADDINGS = ("max_length", "longest")
+PADDINGS = ("max_length", "longest", "bucket")
 INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CACHE_MODES = ("shared", "cold")
 

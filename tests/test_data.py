@@ -183,6 +183,19 @@ def test_longest_gives_several_shapes_in_multiples_of_8(few, tok):
     assert capped <= {8, 16, 20} and 20 in capped
 
 
+def test_bucket_pads_to_a_few_powers_of_two_and_keeps_every_token(few, tok):
+    longest = _take(d.batches("sequence-classification", few, tok, 4, 128, "longest"), 60)
+    bucket = _take(d.batches("sequence-classification", few, tok, 4, 128, "bucket"), 60)
+    shapes = {b["input_ids"].shape[1] for b in bucket}
+    assert shapes <= {16, 32, 64, 128} and len(shapes) < len({b["input_ids"].shape[1] for b in longest})
+    for lo, bu in zip(longest, bucket):   # the same examples, only more padding
+        w = lo["input_ids"].shape[1]
+        assert bu["input_ids"].shape[1] >= w and torch.equal(bu["input_ids"][:, :w], lo["input_ids"])
+        assert int(bu["attention_mask"].sum()) == int(lo["attention_mask"].sum())
+    capped = {b["input_ids"].shape[1] for b in _take(d.batches("causal-lm", few, tok, 16, 20, "bucket"), 20)}
+    assert capped <= {16, 20}
+
+
 def test_truncation_keeps_the_frame(few, tok):
     # every shipped text has at least 6 tokens, so seq_len 6 truncates them all
     b = next(d.batches("sequence-classification", few, tok, 32, 6))
