@@ -9,6 +9,7 @@ come from the engine's own summary; the ``integration`` test runs real tiny jobs
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 import statistics
 import threading
@@ -19,6 +20,8 @@ import pytest
 import tcbench as tc
 from tcbench import Comparison, JobResult, StepRecord
 from tcbench.widgets import Workbench
+from tcbench.widgets._controls import MORE
+from tcbench.widgets._live import LiveFigures
 
 TINY = dict(model="gpt2", size="tiny", batch_size=4, seq_len=32, steps=12, warmup_steps=2)
 RESTORE = {**TINY, "rounds": 3, "lr": 2e-3, "threads": 1}
@@ -123,6 +126,14 @@ def _badges(words: str) -> list[str]:
     return re.findall(r'<span class="tcb-kind tcb-kind-([a-z-]+)">', words)
 
 
+def _inside(box) -> list:
+    """Every widget under ``box`` (children of children, …)."""
+    out = []
+    for child in getattr(box, "children", ()):
+        out += [child, *_inside(child)]
+    return out
+
+
 def _watch(widget) -> list[str]:
     seen: list[str] = []
     widget.observe(lambda ch: seen.append(ch["new"]), names="value")
@@ -163,9 +174,55 @@ def test_invalid_input_is_refused_next_to_its_control(field, value, control, mon
     assert panel.run_button.disabled and panel.noise_button.disabled
     assert "⚠" in panel.controls.errors[control].value
     assert [name for name, err in panel.controls.errors.items() if err.value] == [control]
+    # a field folded under "More settings" opens it, so its message is seen; a shown field leaves it closed
+    assert panel.controls.more_open == (control in MORE)
+    assert panel.controls.more_box.layout.display == ("flex" if control in MORE else "none")
+    assert html.escape(panel.controls.error) in panel.status.value   # and beside the Run button as well
     assert panel.run() is None and not called
     panel.controls.set(**{field: RESTORE[field]})
     assert not panel.run_button.disabled and panel.controls.errors[control].value == ""
+
+
+def test_the_form_shows_model_profile_batch_and_backends_and_folds_the_rest():
+    panel = Workbench()
+    c = panel.controls
+    assert not c.more_open and c.more_box.layout.display == "none"
+    folded = _inside(c.more_box)
+    shown = [x for x in _inside(c.box()) if x not in folded and x is not c.more_box]
+    assert all(getattr(c, name) in folded for name in MORE)
+    assert [name for name in c.FIELDS + ("rounds",) if getattr(c, name) in shown] == ["model", "profile", "batch_size"]
+    assert all(cb in shown for cb in c.backends.values()) and c.eager_text in shown
+    run_tab = panel.tabs.children[0]
+    assert panel.run_button in _inside(run_tab) and panel.run_button not in folded
+    summary = c.more_summary.value   # the folded values at a glance
+    assert "seq 64" in summary and "40 steps (5 warmup)" in summary and "3 rounds" in summary
+    c.show_more()
+    assert c.more_open and c.more_box.layout.display == "flex"
+    c.set(steps=12, rounds=1)
+    assert "12 steps" in c.more_summary.value and "1 round " in c.more_summary.value
+    c.show_more(False)
+    assert c.more_box.layout.display == "none"
+
+
+def test_a_preset_with_a_bad_folded_field_opens_more_settings():
+    panel = Workbench(warmup_steps=50)
+    assert panel.controls.more_open and "warmup_steps=50" in panel.controls.errors["warmup_steps"].value
+    assert panel.run_button.disabled
+
+
+def test_each_backend_box_carries_its_own_label(monkeypatch):
+    import pandas as pd
+    monkeypatch.setattr(tc, "backends", lambda: pd.DataFrame([
+        dict(backend="eager", available=True, reason="native PyTorch"),
+        dict(backend="inductor", available=True, reason="torch.compile (Inductor)"),
+        dict(backend="xla", available=False, reason="torch_xla is not installed")]))
+    c = Workbench().controls
+    assert c.backends["inductor"].description == "inductor — torch.compile (Inductor)"
+    assert c.backends["xla"].description == "xla — unavailable: torch_xla is not installed"
+    assert c.backends["xla"].disabled and c.selected_backends() == ("inductor",)
+    assert "eager" in c.eager_text.value and "always runs" in c.eager_text.value   # text, not a box
+    c.set_disabled(False)
+    assert c.backends["xla"].disabled   # still unavailable after a run
 
 
 def test_keyword_presets_fill_the_controls():
@@ -190,6 +247,73 @@ def test_threads_and_rounds_reach_the_engine(monkeypatch):
     panel.controls.set(threads=1, rounds=1)
     _run(panel)
     assert calls[-1]["spec"].threads == 1 and calls[-1]["rounds"] == 1
+
+
+# -- the figure ------------------------------------------------------------------------------------------
+def test_no_empty_charts_before_the_first_run(monkeypatch):
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
+    monkeypatch.setattr(tc, "latest_noise_floor", lambda spec: None)
+    monkeypatch.setattr(tc, "noise_floor", _scripted_noise_floor([]))
+    panel = _panel(rounds=1)
+    figs = panel.figures
+    assert not figs.shown and figs.container.layout.display == "none" and figs.intro.layout.display != "none"
+    intro = figs.intro.value
+    for words in ("Step time", "Throughput", "Peak memory", "Training loss", "verdict", "95 % interval"):
+        assert words in intro, words
+    panel.measure_noise_floor()   # an A/A run draws no comparison: still no charts
+    panel.wait(timeout=30)
+    assert not figs.shown
+    _run(panel)
+    assert figs.shown and figs.container.layout.display == "flex" and figs.intro.layout.display == "none"
+    loaded = Workbench()          # a comparison picked on the History tab shows the charts too
+    loaded.show(panel.comparison)
+    assert loaded.figures.shown and set(loaded.figures.traces()["loss"]) == {"eager", "inductor"}
+
+
+def _budget_notes(figs: LiveFigures) -> list[str]:
+    return [a.text for a in figs.figure.layout.annotations if "budget" in a.text]
+
+
+def _budget_lines(figs: LiveFigures) -> list[float]:
+    return [s.y0 for s in figs.figure.layout.shapes if s.type == "line" and s.yref == "y2"]
+
+
+def test_memory_axis_stays_linear_and_a_far_budget_is_a_note(monkeypatch):
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
+    panel = _panel(profile="ml.g5.2xlarge", rounds=1)
+    axis_types = []
+    real_flush = panel.figures.flush
+
+    def flush(*a, **k):
+        real_flush(*a, **k)
+        axis_types.append(panel.figures.figure.layout.yaxis2.type)
+
+    monkeypatch.setattr(panel.figures, "flush", flush)
+    _run(panel)
+    figs = panel.figures
+    assert axis_types and set(axis_types) == {"linear"}     # linear throughout the run, budget or not
+    assert figs.budget_mb == pytest.approx(24 * 1024)
+    assert _budget_lines(figs) == []                        # 24 GiB above 40-50 MiB bars: no line squashing them
+    assert _budget_notes(figs) == ["memory budget 24.0 GiB — off the chart (492× the tallest bar)"]
+    assert [t.y[0] for t in figs.figure.data if t.meta == "memory" and t.visible] == [40.0, 50.0]
+
+
+def test_a_budget_near_the_bars_is_a_line_on_the_linear_axis():
+    figs = LiveFigures(["eager", "inductor"])
+    figs.reset(["eager", "inductor"], budget_mb=100.0)
+    assert figs.shown and _budget_notes(figs) == ["memory budget 0.1 GiB"] and _budget_lines(figs) == []
+    for backend, mb in (("eager", 40), ("inductor", 50)):
+        rec = StepRecord(step=0, step_s=0.1, samples_s=40, tokens_s=0, mem_bytes=mb * 2**20, loss=8.0, warmup=False,
+                         seq_len=32)
+        figs.add_step(backend, rec, 4)
+    figs.flush(force=True)
+    assert _budget_lines(figs) == [100.0] and _budget_notes(figs) == []   # within 4× the tallest bar: drawn
+    assert figs.figure.layout.yaxis2.type == "linear"
+    figs.set_budget(1000.0)                                               # 20× the tallest bar: a note
+    assert _budget_lines(figs) == [] and _budget_notes(figs) == ["memory budget 1.0 GiB — off the chart "
+                                                                  "(20× the tallest bar)"]
+    figs.set_budget(None)
+    assert _budget_lines(figs) == [] and _budget_notes(figs) == []
 
 
 # -- a paired run ----------------------------------------------------------------------------------------

@@ -3,6 +3,10 @@
 Validation is the engine's: the values are passed to ``tcbench.JobSpec`` and its ``SpecError`` is
 shown next to the control its ``.field`` names, before anything runs.
 
+The form shows what a first run needs — model, instance profile, batch size and the backends — and
+keeps the rest under "More settings" (closed, with a one-line summary of its values). An error on a
+field in there opens it, so the message is never hidden.
+
 The default job is tiny GPT-2 (causal LM on the shipped task): its loss visibly falls from ~8.3 within
 a few steps, where the tiny BERT classifier stays near ln 2 — a run that shows learning.
 """
@@ -19,6 +23,11 @@ import tcbench as tc
 COMPILED_BACKENDS = ("inductor", "xla")
 _LABEL = w.Layout(width="150px")
 _ERROR_STYLE = "color:#b00020;font-size:12px"
+_HINT_STYLE = "color:#555;font-size:12px"
+# under "More settings"; model, profile, batch size and the backends are always shown
+MORE = ("size", "seq_len", "steps", "warmup_steps", "lr", "rounds", "threads", "precision", "padding", "debug",
+        "stall_s", "timeout_s")
+EAGER_TEXT = "eager (native PyTorch) — the baseline, always runs"
 DEFAULT_SPEC = dict(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=40, warmup_steps=5, lr=2e-3, threads=1)
 DEFAULT_ROUNDS = 3
 THREADS_HELP = "1 thread per job keeps the measurement honest on a shared machine"
@@ -66,6 +75,13 @@ def backend_availability() -> dict[str, tuple[bool, str]]:
         return {}
 
 
+def backend_label(name: str, available: bool, reason: str) -> str:
+    """The text beside a backend's box: ``"inductor — torch.compile (Inductor)"``, or why it cannot run."""
+    if not available:
+        return f"{name} — unavailable" + (f": {reason}" if reason else "")
+    return f"{name} — {reason}" if reason else name
+
+
 class Controls:
     """Input widgets, their error labels, and the JobSpec they describe."""
 
@@ -84,7 +100,7 @@ class Controls:
         self.warmup_steps = w.IntText(value=d.warmup_steps, continuous_update=False)
         self.lr = w.FloatText(value=d.lr, continuous_update=False, step=1e-6)
         self.threads = w.IntText(value=d.threads or 1, continuous_update=False, tooltip=THREADS_HELP)
-        self.threads_help = w.HTML(f"<span style='color:#555;font-size:12px'>{html.escape(THREADS_HELP)}</span>")
+        self.threads_help = w.HTML(f"<span style='{_HINT_STYLE}'>{html.escape(THREADS_HELP)}</span>")
         self.precision = w.Dropdown(options=list(tc.PRECISIONS), value=d.precision)
         self.padding = w.Dropdown(options=list(tc.PADDINGS), value=d.padding)
         self.debug = w.Checkbox(value=d.debug, indent=False)
@@ -95,13 +111,22 @@ class Controls:
                                 "(A B, then B A, ...); 1 is allowed but gives no run-to-run spread")
         avail = self._avail = backend_availability()
         self.backends: dict[str, w.Checkbox] = {}
-        for name in COMPILED_BACKENDS:
+        for name in COMPILED_BACKENDS:   # one per line, its name right of its box: no box sits between two names
             ok, reason = avail.get(name, (True, ""))
-            desc = name if ok else f"{name} (unavailable: {reason})"
-            cb = w.Checkbox(value=(name == "inductor" and ok), description=desc, indent=False,
-                            disabled=not ok, layout=w.Layout(width="auto"))
+            cb = w.Checkbox(value=(name == "inductor" and ok), description=backend_label(name, ok, reason),
+                            indent=False, disabled=not ok, layout=w.Layout(width="auto"))
             cb.add_class(f"tcb-backend-{name}")
             self.backends[name] = cb
+        self.eager_text = w.HTML(f"<span style='{_HINT_STYLE}'>{html.escape(EAGER_TEXT)}</span>")
+        self.eager_text.add_class("tcb-backend-eager")
+        self.more = w.ToggleButton(value=False, description="More settings", icon="chevron-right",
+                                   tooltip="size preset, sequence length, steps, learning rate, rounds, threads, "
+                                           "precision, padding, debug log, stall timeout and total cap",
+                                   layout=w.Layout(width="auto"))
+        self.more.add_class("tcb-more-settings")
+        self.more_summary = w.HTML("")
+        self.more_summary.add_class("tcb-more-summary")
+        self.more.observe(lambda _ch: self._sync_more(), names="value")
         self.errors = {name: w.HTML("") for name in self.FIELDS + ("rounds", "backends")}
         for name, err in self.errors.items():
             err.add_class(f"tcb-error-{name.replace('_', '-')}")
@@ -114,30 +139,59 @@ class Controls:
         self.size.observe(self._size_changed, names="value")
         self.error: str = ""
         self.spec: tc.JobSpec | None = None
+        self.more_box = w.VBox([
+            self._row("Size preset", "size"), self._row("Sequence length", "seq_len"), self._row("Steps", "steps"),
+            self._row("Warmup steps", "warmup_steps"), self._row("Learning rate", "lr"),
+            self._row("Rounds (A B, B A …)", "rounds"),
+            self._row("Threads per job", "threads", None, self.threads_help),
+            self._row("Precision", "precision"), self._row("Padding", "padding"), self._row("Debug log", "debug"),
+            self._row("Stall timeout (s)", "stall_s"), self._row("Total cap (s, 0 = none)", "timeout_s"),
+        ], layout=w.Layout(display="none", margin="0 0 0 12px"))
+        self.more_box.add_class("tcb-more-settings-section")
         self.validate()
+        self._sync_more()
 
     # -- layout ------------------------------------------------------------------------------
     def _row(self, label: str, name: str, widget: w.Widget | None = None, *extra: w.Widget) -> w.HBox:
         widget = widget if widget is not None else getattr(self, name)
+        widget.layout.flex = "0 0 auto"   # a long error message beside it wraps instead of squeezing the input
         return w.HBox([w.Label(label, layout=_LABEL), widget, *extra, self.errors[name]],
                       layout=w.Layout(align_items="center"))
 
     def box(self) -> w.VBox:
+        """Model, profile, batch size and backends, then "More settings" (closed) with the other fields."""
+        backends = w.VBox([self.eager_text, *self.backends.values()])
+        backends.add_class("tcb-backends")
         rows = [
-            self._row("Model", "model"), self._row("Size preset", "size"),
-            self._row("Instance profile", "profile"), self._row("Batch size", "batch_size"),
-            self._row("Sequence length", "seq_len"), self._row("Steps", "steps"),
-            self._row("Warmup steps", "warmup_steps"), self._row("Learning rate", "lr"),
-            self._row("Compare against", "backends", w.HBox([w.Label("eager (always runs)"), *self.backends.values()])),
-            self._row("Rounds (A B, B A …)", "rounds"),
-            self._row("Threads per job", "threads", None, self.threads_help),
-            self._row("Precision", "precision"), self._row("Padding", "padding"),
-            self._row("Debug log", "debug"),
-            self._row("Stall timeout (s)", "stall_s"), self._row("Total cap (s, 0 = none)", "timeout_s"),
+            self._row("Model", "model"), self._row("Instance profile", "profile"),
+            self._row("Batch size", "batch_size"),
+            w.HBox([w.Label("Backends", layout=_LABEL), backends, self.errors["backends"]],
+                   layout=w.Layout(align_items="flex-start")),
+            w.HBox([self.more, self.more_summary], layout=w.Layout(align_items="center")),
+            self.more_box,
         ]
         self.model.layout.width = "420px"
         self.profile.layout.width = "420px"
         return w.VBox(rows)
+
+    @property
+    def more_open(self) -> bool:
+        """Whether the "More settings" section is open."""
+        return bool(self.more.value)
+
+    def show_more(self, open_: bool = True) -> None:
+        """Open (or close) the "More settings" section."""
+        self.more.value = open_
+
+    def _sync_more(self) -> None:
+        self.more_box.layout.display = "flex" if self.more.value else "none"
+        self.more.icon = "chevron-down" if self.more.value else "chevron-right"
+        threads = self.threads.value
+        self.more_summary.value = (
+            f"<span style='{_HINT_STYLE}'>{html.escape(str(self.size.value))} size · seq {self.seq_len.value} · "
+            f"{self.steps.value} steps ({self.warmup_steps.value} warmup) · lr {self.lr.value:g} · "
+            f"{self.rounds.value} round{'s' if self.rounds.value != 1 else ''} · {threads} "
+            f"thread{'s' if threads != 1 else ''} per job · {html.escape(str(self.precision.value))}</span>")
 
     # -- values ------------------------------------------------------------------------------
     def selected_backends(self) -> tuple[str, ...]:
@@ -188,6 +242,8 @@ class Controls:
         if target is None:  # a field without a control of its own (memory_budget_gb): beside the profile
             target = self.errors["profile"]
         target.value = f"<span style='{_ERROR_STYLE}'>⚠ {html.escape(message)}</span>"
+        if field in MORE:   # the field is under "More settings": open it so the message is seen
+            self.more.value = True
 
     def _size_changed(self, change: dict) -> None:
         current = self.model.value
@@ -197,6 +253,7 @@ class Controls:
 
     def _changed(self, _change: dict) -> None:
         self.validate()
+        self._sync_more()
         if self._on_change is not None:
             self._on_change()
 

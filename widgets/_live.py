@@ -1,5 +1,11 @@
 """Live views: per-job progress bars and one plotly FigureWidget (four panels), fed by observer events.
 
+Before the first run (or a comparison loaded from History) the figure is hidden and a short "what you
+will see" text stands in its place: four empty panels with −1…1 axes teach nothing. The figure takes the
+page's full width (plotly autosize inside a 100 % wide box). The memory axis is always linear, so bar
+heights compare as the numbers do; the budget is a dashed line when it is near the bars and a note
+under the panel when it is far above them (``tcbench.plots.BUDGET_FAR``, the report's rule).
+
 One FigureWidget, not four: each FigureWidget ships plotly's ~5 MB widget bundle to the browser and
 anywidget gives a model 2 s to start — on a busy 2-core machine four of them time out and then
 ignore every update. The figure is born with one trace per panel for every backend (Voilà draws
@@ -24,10 +30,21 @@ from plotly.subplots import make_subplots
 from tcbench import BACKENDS, plots
 
 PANELS = ("throughput", "memory", "loss", "step_time")
-_TITLES = ("Throughput (samples/s, higher is better)", "Peak memory (MB)", "Training loss",
+_TITLES = ("Throughput (samples/s, higher is better)", "Peak memory (MiB)", "Training loss",
            "Step time (ms, log); shaded: warmup = compiling")
-_AXES = {"throughput": ("x", "y"), "memory": ("x2", "y2"), "loss": ("x3", "y3"), "step_time": ("x4", "y4")}
-WIDTH, HEIGHT = 940, 660
+HEIGHT = 660
+_BUDGET_COLOR = "#b00020"
+INTRO_HTML = (
+    "<div style='border:1px solid #ddd;border-radius:4px;padding:8px 14px;color:#333;font-size:13px'>"
+    "<b>What you will see</b> once you press <b>Run paired</b> (or pick a comparison on the History tab):"
+    "<ul style='margin:4px 0'>"
+    "<li><b>Step time</b> of every step: the first steps of a compiled backend are slow (shaded) — that is "
+    "compiling;</li>"
+    "<li><b>Throughput</b> (samples/s) of eager and of each compiled backend, with the speedup over eager;</li>"
+    "<li><b>Peak memory</b> of each job, on a linear axis;</li>"
+    "<li><b>Training loss</b> curves of eager and of each compiled backend (they should fall together);</li>"
+    "</ul>then the <b>verdict</b> in words — faster, slower or no measurable difference — with the speedup's "
+    "95 % interval over the rounds.</div>")
 
 
 def _color(backend: str) -> str:
@@ -59,12 +76,33 @@ def _new_figure(shown: list[str]) -> go.FigureWidget:
             else:
                 fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", line=dict(color=_color(b)),
                                          marker=dict(size=4), showlegend=panel == "loss", **common), row=row, col=col)
-    fig.update_layout(width=WIDTH, height=HEIGHT, autosize=False, template="plotly_white",
+    # no width: plotly sizes the figure to its box, the page's full width (Voilà included)
+    fig.update_layout(height=HEIGHT, autosize=True, template="plotly_white",
                       margin=dict(l=60, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.08, x=0.5,
                                                                        xanchor="center"))
     fig.update_xaxes(title_text="step", row=2)
     fig.update_yaxes(type="log", row=2, col=2)  # the compile spike is 100× a steady step: log keeps both readable
-    return go.FigureWidget(fig)
+    fig.update_yaxes(type="linear", rangemode="tozero", row=1, col=2)  # memory: heights compare as the numbers do
+    widget = go.FigureWidget(fig)
+    widget._config = {**widget._config, "responsive": True}  # follow the window when it is resized
+    return widget
+
+
+def budget_marks(budget_mb: float | None, tallest_mb: float) -> tuple[list[dict], list[dict]]:
+    """(shapes, annotations) that show the memory budget on the linear memory axis: a dashed line when it is
+    within ``BUDGET_FAR`` × the tallest bar, else a note under the panel (a line there would squash the bars)."""
+    if not budget_mb:
+        return [], []
+    gib = budget_mb / 1024
+    if tallest_mb > 0 and budget_mb <= plots.BUDGET_FAR * tallest_mb:
+        return [dict(type="line", xref="x2 domain", x0=0, x1=1, yref="y2", y0=budget_mb, y1=budget_mb,
+                     line=dict(color=_BUDGET_COLOR, dash="dash"),
+                     label=dict(text=f"memory budget {gib:.1f} GiB", textposition="end", yanchor="top",
+                                font=dict(color=_BUDGET_COLOR, size=11)))], []
+    far = f" — off the chart ({budget_mb / tallest_mb:.0f}× the tallest bar)" if tallest_mb > 0 else ""
+    return [], [dict(name="budget", text=f"memory budget {gib:.1f} GiB{far}", showarrow=False,
+                     xref="x2 domain", x=0.5, xanchor="center", yref="y2 domain", y=0, yanchor="top", yshift=-22,
+                     font=dict(color=_BUDGET_COLOR, size=11))]
 
 
 class _Series:
@@ -114,23 +152,40 @@ class LiveFigures:
         self._dirty = False
         self._last_flush = 0.0
         self.budget_mb: float | None = None
+        self.intro = w.HTML(INTRO_HTML)
+        self.intro.add_class("tcb-intro")
+        # a column box stretches the figure to its width; hidden until there is something to draw
+        self.container = w.VBox([self.figure], layout=w.Layout(width="100%", display="none"))
+        self.container.add_class("tcb-figure-box")
+        self._box = w.VBox([self.intro, self.container], layout=w.Layout(width="100%"))
 
     def box(self) -> w.Widget:
-        return w.Box([self.figure], layout=w.Layout(overflow="auto", width="100%"))
+        return self._box
+
+    @property
+    def shown(self) -> bool:
+        """True once a run started or a comparison was loaded: the figure replaces the "what you will see" text."""
+        return self.container.layout.display != "none"
+
+    def _show(self) -> None:
+        self.container.layout.display = "flex"
+        self.intro.layout.display = "none"
 
     def trace(self, panel: str, backend: str) -> Any:
         return self.figure.data[self._index[(panel, backend)]]
 
     # -- a new run -----------------------------------------------------------------------------
     def reset(self, backends: list[str], budget_mb: float | None = None, rounds: int = 1) -> None:
-        """Empty the panels and show one trace (line or bar) per backend of the new run."""
+        """Empty the panels, show the figure and one trace (line or bar) per backend of the new run."""
         with self._lock:
             self.backends = [b for b in backends if (PANELS[0], b) in self._index]
             self._series = {b: _Series() for b in self.backends}
             self._round, self._final, self.rounds = {}, {}, rounds
             self.budget_mb = budget_mb
             self._dirty = False
+        self._show()
         fig = self.figure
+        shapes, notes = budget_marks(budget_mb, 0.0)
         with fig.batch_update():
             for t in fig.data:
                 t.visible = t.name in self.backends
@@ -138,27 +193,20 @@ class LiveFigures:
                     t.y, t.text = [0], [""]
                 else:
                     t.x, t.y = [None], [None]
-            fig.layout.shapes = self._budget_shapes()
-            fig.layout.annotations = [a for a in fig.layout.annotations if a.text in _TITLES]
-            fig.layout.yaxis2.type = "log" if budget_mb else "linear"  # the budget is often 100× a small job's peak
+            fig.layout.shapes = shapes
+            fig.layout.annotations = self._titles() + notes
+
+    def _titles(self) -> list:
+        return [a for a in self.figure.layout.annotations if a.text in _TITLES]
 
     def set_budget(self, budget_mb: float | None) -> None:
-        """Draw (or remove) the memory budget line of the running comparison."""
+        """Show (or remove) the memory budget of the running comparison (a line or a note, see ``budget_marks``)."""
         if budget_mb == self.budget_mb:
             return
         with self._lock:
             self.budget_mb = budget_mb
-        with self.figure.batch_update():
-            self.figure.layout.shapes = self._budget_shapes()
-            self.figure.layout.yaxis2.type = "log" if budget_mb else "linear"
-
-    def _budget_shapes(self) -> list[dict]:
-        if not self.budget_mb:
-            return []
-        return [dict(type="line", xref="x2 domain", x0=0, x1=1, yref="y2", y0=self.budget_mb, y1=self.budget_mb,
-                     line=dict(color="#b00020", dash="dash"),
-                     label=dict(text=f"memory budget {self.budget_mb / 1024:.1f} GiB", textposition="end",
-                                yanchor="top", font=dict(color="#b00020", size=11)))]
+            self._dirty = True
+        self.flush(force=True)
 
     # -- events (any thread) ----------------------------------------------------------------------
     def add_step(self, backend: str, record: Any, batch_size: int, rnd: int = 0) -> None:
@@ -189,7 +237,8 @@ class LiveFigures:
             snap = {b: (list(s.steps), list(s.step_ms), list(s.loss_steps), list(s.losses), s.samples_s,
                         s.peak_mb, s.warmup_last) for b, s in self._series.items() if (PANELS[0], b) in self._index}
             texts = {b: self._bar_text(b, v[4], snap["eager"][4] if "eager" in snap else None) for b, v in snap.items()}
-        shapes = self._budget_shapes()
+            budget_mb = self.budget_mb
+        shapes, notes = budget_marks(budget_mb, max((v[5] for v in snap.values()), default=0.0))
         warm = [v[6] for v in snap.values() if v[6] is not None]
         starts = [min(v[0]) for v in snap.values() if v[0]]
         if warm and starts:
@@ -206,8 +255,9 @@ class LiveFigures:
                 t = self.trace("throughput", b)
                 t.y, t.text = [tp or 0], [texts[b]]
                 t = self.trace("memory", b)
-                t.y, t.text = [peak], [f"{peak:.0f} MB" if peak else ""]
+                t.y, t.text = [peak], [f"{peak:.0f} MiB" if peak else ""]
             self.figure.layout.shapes = shapes
+            self.figure.layout.annotations = self._titles() + notes
 
     def _bar_text(self, backend: str, tp: float | None, eager_tp: float | None) -> str:
         """The summary's interval once the comparison ended; until then the live ratio and its round."""

@@ -116,6 +116,16 @@ class Server:
         shutil.copy(NOTEBOOKS / name, self.root / dest)
         return dest
 
+    def write_notebook(self, *cells: str) -> str:
+        """A new notebook of these code cells under a unique name; returns its path in the server."""
+        import nbformat
+
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        dest = f"panel-{uuid.uuid4().hex[:8]}.ipynb"
+        nbformat.write(nb, self.root / dest)
+        return dest
+
 
 @pytest.fixture(scope="session")
 def lab_server(tmp_path_factory):
@@ -179,8 +189,36 @@ class PanelUI:
 
     def wait_shown(self, timeout_s: float = 90) -> None:
         self.panel.wait_for(state="visible", timeout=timeout_s * 1e3)
-        # one FigureWidget, four panels; the element itself carries ``tcb-figure js-plotly-plot``
-        self.panel.locator(".tcb-figure .main-svg").first.wait_for(state="visible", timeout=timeout_s * 1e3)
+        self.panel.locator("button.tcb-run").first.wait_for(state="visible", timeout=timeout_s * 1e3)
+        # one FigureWidget, four panels; the element itself carries ``tcb-figure js-plotly-plot``. It is drawn
+        # (hidden, "what you will see" in its place) before the first run: attached, not visible.
+        self.panel.locator(".tcb-figure .main-svg").first.wait_for(state="attached", timeout=timeout_s * 1e3)
+
+    # -- the form ---------------------------------------------------------------------------------------
+    FIELDS = ("model", "size", "profile", "batch-size", "seq-len", "steps", "warmup-steps", "lr", "rounds",
+              "threads", "precision", "padding", "debug", "stall-s", "timeout-s")
+
+    def visible_fields(self) -> list[str]:
+        """The inputs a person sees now (``tcb-<field>`` classes), in form order."""
+        return [f for f in self.FIELDS if self.panel.locator(f".tcb-{f}").first.is_visible()]
+
+    def open_more_settings(self) -> None:
+        section = self.panel.locator(".tcb-more-settings-section").first
+        if not section.is_visible():
+            self.panel.locator("button.tcb-more-settings").first.click()
+        section.wait_for(state="visible", timeout=20_000)
+
+    def backend_rows(self) -> dict[str, dict]:
+        """Per backend, what is on screen: its box's and its text's bounding boxes, the text, ticked or not.
+        ``eager`` is text only (the baseline always runs), with ``box`` None."""
+        out = {}
+        for name in ("eager", "inductor", "xla"):
+            row = self.panel.locator(f".tcb-backend-{name}").first
+            box = row.locator("input[type=checkbox]")
+            text = row.locator("span").first
+            out[name] = dict(box=box.bounding_box() if box.count() else None, text=text.inner_text(),
+                             text_box=text.bounding_box(), checked=box.is_checked() if box.count() else None)
+        return out
 
     def choose(self, cls: str, starts_with: str) -> None:
         """Pick the option of dropdown ``cls`` whose label starts with ``starts_with``."""
@@ -200,6 +238,7 @@ class PanelUI:
             box.click()
 
     def set_tiny_job(self, backends=("inductor",)) -> None:
+        self.open_more_settings()   # size, sequence length, steps, … are folded under "More settings"
         self.choose("tcb-size", "tiny")
         self.choose("tcb-model", "bert-base-cased ")
         for cls, value in (("tcb-batch-size", 4), ("tcb-seq-len", 32), ("tcb-steps", 8), ("tcb-warmup-steps", 2),
@@ -240,10 +279,52 @@ class PanelUI:
     def throughput_texts(self) -> list[str]:
         return self.panel.locator(".tcb-figure .subplot.xy .barlayer text").all_text_contents()
 
+    def figure_shown(self) -> bool:
+        return self.panel.locator(".tcb-figure").first.is_visible()
+
+    def memory_axis(self) -> dict:
+        """The memory panel as drawn: y tick values and their pixel y (centre), and per bar its height in
+        pixels and its text ("42 MiB")."""
+        ticks = self.panel.locator(".tcb-figure g.y2tick text")
+        values = [_number(t) for t in ticks.all_text_contents()]
+        ys = [(b["y"] + b["height"] / 2) for b in (ticks.nth(i).bounding_box() for i in range(ticks.count()))]
+        bars = [self.panel.locator(".tcb-figure .subplot.x2y2 .barlayer .point").nth(i)
+                for i in range(self.panel.locator(".tcb-figure .subplot.x2y2 .barlayer .point").count())]
+        heights = [bar.locator("path").first.bounding_box()["height"] for bar in bars]
+        texts = [bar.locator("text").first.text_content() if bar.locator("text").count() else "" for bar in bars]
+        return dict(ticks=values, tick_y=ys, heights=heights, texts=texts)
+
+    def assert_memory_axis_linear(self) -> dict:
+        """The memory panel on screen is linear: tick values 0, d, 2d, … evenly spaced, and every bar as tall
+        as its number says (on the old log axis 13 vs 66 MiB looked like 1.7×, not 5×)."""
+        axis = self.memory_axis()
+        ticks, ys = axis["ticks"], axis["tick_y"]
+        assert len(ticks) >= 2 and ticks[0] == 0, f"a linear memory axis starts at 0: {ticks}"
+        steps = [b - a for a, b in zip(ticks, ticks[1:])]
+        assert max(steps) - min(steps) < 1e-9 * max(steps) + 1e-9, f"tick values not evenly spaced (log axis?): {ticks}"
+        gaps = [a - b for a, b in zip(ys, ys[1:])]
+        assert max(gaps) - min(gaps) < 2.0, f"ticks not evenly spaced on screen: {ys}"
+        px_per_unit = (ys[0] - ys[-1]) / (ticks[-1] - ticks[0])
+        assert axis["heights"] and len(axis["heights"]) == len(axis["texts"]), axis
+        for height, text in zip(axis["heights"], axis["texts"]):
+            value = float(text.split()[0]) if text else 0.0   # "42 MiB", rounded to a whole MiB; no text: 0
+            assert abs(height - value * px_per_unit) <= 0.6 * px_per_unit + 2, (height, text, px_per_unit, axis)
+        return axis
+
+    def annotations(self) -> list[str]:
+        return self.panel.locator(".tcb-figure .annotation-text").all_text_contents()
+
     def summary_jobs(self) -> list[str]:
         """The job labels heading the summary table's columns (one column per job)."""
         heads = self.panel.locator(".tcb-summary table.tcb-summary thead th[scope=col]").all_inner_texts()
         return [h.strip() for h in heads[1:]]
+
+
+def _number(text: str) -> float:
+    """A plotly tick label as a number ("−5", "1.5k", "2M")."""
+    text = text.replace("\u2212", "-").replace(",", "").strip()
+    scale = {"k": 1e3, "M": 1e6, "G": 1e9}.get(text[-1:], 1.0)
+    return float(text[:-1] if scale != 1.0 else text) * scale
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ pytestmark = pytest.mark.browser
 RUN_TIMEOUT_S = 420  # a cold Inductor compile of the tiny model takes 20-80 s on 2 busy cores
 
 
-def _open_notebook(page, lab_server, workspace: str) -> str:
-    nb = lab_server.copy_notebook("00_workbench.ipynb")
+def _open_notebook(page, lab_server, workspace: str, nb: str | None = None) -> str:
+    nb = nb or lab_server.copy_notebook("00_workbench.ipynb")
     # Pitfall 1: create the kernel session first, so running cells never opens "Select Kernel".
     lab_server.api("POST", "/api/sessions", {"path": nb, "name": nb, "type": "notebook", "kernel": {"name": "python3"}})
     # Pitfall 2: a unique workspace, reset, so tabs of earlier tests do not come back.
@@ -41,6 +41,8 @@ def test_panel_renders_in_lab_and_refuses_bad_input(page, lab_server, panel_ui, 
         _run_all(page)
         ui = panel_ui(page)
         ui.wait_shown()
+        assert ui.visible_fields() == ["model", "profile", "batch-size"]   # the rest under "More settings"
+        assert not ui.figure_shown() and ui.panel.locator(".tcb-intro").first.is_visible()   # no empty charts
         profiles = ui.option_labels("tcb-profile")
         assert profiles[0].startswith("this machine") and any("GiB" in p and "/h" in p for p in profiles[1:])
         assert any("bert" in m and "params" in m for m in ui.option_labels("tcb-model"))
@@ -51,6 +53,28 @@ def test_panel_renders_in_lab_and_refuses_bad_input(page, lab_server, panel_ui, 
         assert ui.panel.locator("button.tcb-run").first.is_disabled()
         page.screenshot(path=str(artifacts / "lab-invalid-input.png"), full_page=True)
         ui.type_number("tcb-batch-size", 4)
+        page.wait_for_function("el => el.textContent === ''", arg=error.element_handle(), timeout=10_000)
+        assert ui.panel.locator("button.tcb-run").first.is_enabled()
+    finally:
+        _shutdown(lab_server, nb)
+
+
+@pytest.mark.timeout(120)
+def test_an_error_on_a_folded_setting_opens_more_settings(page, lab_server, panel_ui, unique, artifacts):
+    nb = lab_server.write_notebook("from tcbench.widgets import Workbench", "Workbench(warmup_steps=50)")
+    nb = _open_notebook(page, lab_server, unique, nb)
+    try:
+        _run_all(page)
+        ui = panel_ui(page)
+        ui.wait_shown()
+        error = ui.panel.locator(".tcb-error-warmup-steps").first
+        error.wait_for(state="visible", timeout=20_000)   # "More settings" opened by the error
+        assert "warmup_steps=50" in error.inner_text()
+        assert ui.panel.locator(".tcb-more-settings-section").first.is_visible()
+        assert "warmup_steps=50" in ui.panel.locator(".tcb-status").first.inner_text()   # beside Run as well
+        assert ui.panel.locator("button.tcb-run").first.is_disabled()
+        page.screenshot(path=str(artifacts / "lab-folded-error.png"), full_page=True)
+        ui.type_number("tcb-warmup-steps", 5)
         page.wait_for_function("el => el.textContent === ''", arg=error.element_handle(), timeout=10_000)
         assert ui.panel.locator("button.tcb-run").first.is_enabled()
     finally:
@@ -76,5 +100,10 @@ def test_run_paired_in_lab_draws_plots_and_summary(page, lab_server, panel_ui, u
         assert any("×" in t for t in ui.throughput_texts()), ui.throughput_texts()
         jobs = ui.summary_jobs()
         assert jobs == ["eager", "inductor"], jobs
+        assert ui.figure_shown() and not ui.panel.locator(".tcb-intro").first.is_visible()
+        ui.assert_memory_axis_linear()
+        panel_width = ui.panel.bounding_box()["width"]
+        plot = ui.panel.locator(".tcb-figure .main-svg").first.bounding_box()
+        assert plot["width"] >= 0.9 * panel_width, (plot, panel_width)
     finally:
         _shutdown(lab_server, nb)
