@@ -88,8 +88,11 @@ def test_02_lazy_tensors(tmp_path, monkeypatch):
 def test_03_static_vs_dynamic_shapes(tmp_path, monkeypatch):
     nb, took = execute("03_static_vs_dynamic_shapes.ipynb", tmp_path, monkeypatch)
     figs = outputs(nb, PLOTLY)
-    assert any(trace_names(f) == {"padding=max_length", "padding=longest"} for f in figs)
-    assert "recompiles_after_warmup" in texts(nb)
+    assert any(trace_names(f) == {"padding=max_length", "padding=longest", "padding=bucket"} for f in figs)
+    out = texts(nb)
+    assert "recompiles_after_warmup" in out and "automatic_dynamic_shapes = True" in out
+    assert "graphs built after each new length [1, 2, 2, 2, 2] — it went dynamic and stopped." in out
+    assert "graphs: 1, graph breaks: 0" in out
 
 
 @pytest.mark.timeout(900)
