@@ -262,6 +262,10 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     _die_with_parent()
+    # SIGINT means "stop" even when the caller's shell started us with it ignored (a background job, nohup, CI)
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     spec = JobSpec.from_json(argv[0])
     chan = _Channel(int(argv[1]))
     run_dir = argv[2]

@@ -348,7 +348,9 @@ def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_an_interrupted_run(tmp_pa
     cli = subprocess.Popen([sys.executable, "-m", "tcbench.cli", "run", "--model", "gpt2", "--size", "tiny",
                             "--seq-len", "32", "--steps", "100000", "--threads", "1"],
                            env={**os.environ, "TCBENCH_DB": str(db)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True)
+                           text=True, start_new_session=True,
+                           # a terminal's process has SIGINT at its default; a background CI job may have it ignored
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         run_id = _wait_for(lambda: (r := _row(db)) and _stored_steps(db, r["run_id"]) >= 3 and r["run_id"], 180,
                            "3 stored steps")

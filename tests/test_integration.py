@@ -232,8 +232,9 @@ def test_aa_comes_out_no_measurable_difference():
     assert cmp.backends == ["eager", "eager (A/A)"]
     assert [r.name for r in cmp.results] == ["eager", "eager (A/A)", "eager (A/A)", "eager", "eager", "eager (A/A)"]
     row = cmp.summary().set_index("backend").loc["eager (A/A)"]
-    assert row.speedup_ci_low <= 1 <= row.speedup_ci_high, row.verdict
-    if any(r.noisy for r in cmp.results) or row.speedup_ci_high > 1.25 or row.speedup_ci_low < 0.8:
+    if any(r.noisy for r in cmp.results) or not row.speedup_ci_low <= 1 <= row.speedup_ci_high \
+            or row.speedup_ci_high > 1.25 or row.speedup_ci_low < 0.8:
+        # a disturbed machine may even push the interval off 1: the verdict must then say it cannot decide
         assert row.verdict_kind == "inconclusive" and row.verdict.startswith("inconclusive: "), row.verdict
     else:
         assert row.verdict_kind == "no measurable difference", row.verdict
