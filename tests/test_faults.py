@@ -359,6 +359,7 @@ def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_an_interrupted_run(tmp_pa
     finally:
         if cli.poll() is None:
             cli.kill()
+            cli.communicate()
     last = err.strip().splitlines()[-1]
     assert cli.returncode == 130 and last.startswith("tcbench: interrupted") and "Traceback" not in err, err[-2000:]
     row = _row(db, run_id)
