@@ -12,7 +12,7 @@ def test_find_max_batch_then_retune_then_use_lr():
                       lr=1e-3, backends=("inductor",))
     tab = panel.tuning
     tab.include_compiled.value = False   # eager probes only: each new batch would be a cold compile
-    tab.budget.value = 0.15          # GiB: a budget the tiny model outgrows at a batch of a few hundred
+    tab.budget.value = 0.05          # GiB: a budget the tiny model outgrows at a batch of about a hundred
     tab.find().join(600)
     mb = tab.max_batch
     assert mb is not None and mb.max_batch["eager"] and mb.max_batch["eager"] >= 4
