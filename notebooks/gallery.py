@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     paths = [Path(p) for p in a.notebooks] or sorted(HERE.glob("0*.ipynb"))
     out = Path(a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)   # also the notebooks' working folder (files they write land here)
     failed = []
     for path in paths:
         print(f"executing {path.name} …", flush=True)

@@ -127,3 +127,15 @@ def test_make_gallery_writes_one_html_per_notebook():
     tested = {n for n in names if f"test_{n[:2]}_" in Path(__file__).read_text()}
     assert len(names) >= 6 and tested == set(names), set(names) - tested
     assert gallery.HERE == NOTEBOOKS
+
+
+def test_the_gallery_script_writes_into_a_folder_it_creates(tmp_path):
+    """What `make gallery` runs, end to end, on one short notebook: the output folder need not exist."""
+    sys.path.insert(0, str(NOTEBOOKS))
+    try:
+        import gallery
+    finally:
+        sys.path.remove(str(NOTEBOOKS))
+    out = tmp_path / "new" / "gallery"
+    assert gallery.main(["--fast", "--out", str(out), str(NOTEBOOKS / "02_lazy_tensors_and_mark_step.ipynb")]) == 0
+    assert [p.name for p in out.glob("*.html")] == ["02_lazy_tensors_and_mark_step.html"]
