@@ -365,3 +365,18 @@ def test_ctrl_c_in_a_terminal_is_one_line_exit_130_and_an_interrupted_run(tmp_pa
     row = _row(db, run_id)
     assert row["status"] == "interrupted" and _stored_steps(db, run_id) >= 3
     assert not _left_behind(row["artifacts"])
+
+
+def test_an_observer_that_raises_stops_the_job_and_keeps_its_steps():
+    """A bug in the caller's observer (a plot callback) must not leave the job running or lose its steps."""
+    store = Store()
+
+    def observer(e):
+        if e["type"] == "step" and e["record"].step == 3:
+            raise RuntimeError("a plotting callback broke")
+
+    with pytest.raises(RuntimeError, match="plotting callback"):
+        tc.run(TINY.replace(steps=400), observer, store=store)
+    row = store.run_row(int(tc.runs(store).iloc[-1]["run_id"]))
+    assert row["status"] == "interrupted" and "RuntimeError: a plotting callback broke" in row["error"]
+    assert len(tc.steps(int(row["run_id"]), store)) >= 4 and not _left_behind(row["artifacts"])
