@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,16 +92,36 @@ def check_profile(name: Any) -> str:
                                               f"allowed: {allowed}")
 
 
+FACTORY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")   # "package.module:function"
+MODEL_ALLOWED = (f"{_allowed(MODELS)}, a local folder path, or a factory 'package.module:function' returning a "
+                 "torch.nn.Module")
+DATASET_ALLOWED = ("'builtin', the path of a .csv/.jsonl file, or a batch factory 'package.module:function' "
+                   "yielding dicts of tensors")
+
+
+def is_factory(name: Any) -> bool:
+    """True for an importable ``"package.module:function"`` (a model or a batch factory)."""
+    return isinstance(name, str) and bool(FACTORY.match(name))
+
+
 def _is_local_folder(model: str) -> bool:
-    return os.sep in model or model.startswith(".") or os.path.isdir(model)
+    return not is_factory(model) and (os.sep in model or model.startswith(".") or os.path.isdir(model))
 
 
 @dataclass(frozen=True)
 class JobSpec:
     """Everything that defines one measured training job.
 
-    model: a catalog name (``tcbench.models()``) or a local folder ``from_pretrained`` can read.
-    size: ``tiny`` / ``small`` (teaching/test presets) or ``base`` (the published dimensions).
+    model: a catalog name (``tcbench.models()``), a local folder ``from_pretrained`` can read, or an
+    importable factory ``"package.module:function"`` returning a ``torch.nn.Module`` whose
+    ``forward(**batch)`` returns a loss tensor or an object with ``.loss`` (called with the keyword
+    arguments it accepts among ``size``, ``seq_len``, ``num_labels``, ``dropout``, ``seed``). For a
+    script job, the name its runs are shown under (default: the script's file name).
+    size: ``tiny`` / ``small`` (teaching/test presets) or ``base`` (the published dimensions); for a
+    factory, any word the factory understands.
+    dataset: ``"builtin"`` (the shipped task), a .csv/.jsonl file, or a batch factory
+    ``"package.module:function"`` called as ``fn(batch_size=, seq_len=, seed=, split="train"|"eval")`` that
+    yields dicts of tensors (shapes may change between batches; each new shape a compiler sees is a recompile).
     backend: ``eager`` (native PyTorch), ``inductor`` (torch.compile) or ``xla`` (PyTorch/XLA).
     steps counts every optimizer step, the first ``warmup_steps`` of which are reported apart.
     loss_every: the loss tensor is read on the host every k steps only (a read is a device sync).
@@ -117,6 +138,10 @@ class JobSpec:
     (model load, compile/warmup, eval), each of which restarts the clock.
     timeout_s: an optional cap on the whole job's wall-clock seconds (None: no cap; a long job that
     keeps reporting is never killed).
+    script: the path of your own training script (``tcbench.track()`` or ``tcbench.hf.TcbenchCallback``
+    inside) run instead of tcbench's loop, with ``script_args``; model, size, dataset, padding, lr and
+    batch size are then the script's business (``batch_size`` is only the fallback for samples/s when the
+    script does not say), and ``steps`` caps the steps it is measured for.
     """
 
     model: str = "bert-base-cased"
@@ -142,6 +167,8 @@ class JobSpec:
     stall_s: float = 300.0
     timeout_s: float | None = None
     eval_batches: int = 0
+    script: str | None = None
+    script_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self._check_choice("backend", self.backend, BACKENDS)
@@ -149,16 +176,18 @@ class JobSpec:
         self._check_choice("padding", self.padding, PADDINGS)
         self._check_choice("compile_mode", self.compile_mode, INDUCTOR_MODES)
         self._check_choice("cache", self.cache, CACHE_MODES)
+        self._check_script()
         if not isinstance(self.model, str) or not self.model:
-            raise SpecError("model", self.model, f"{_allowed(MODELS)} or a local folder path")
-        local = _is_local_folder(self.model)
-        if not local and self.model not in MODELS:
-            raise SpecError("model", self.model, f"{_allowed(MODELS)}, or a local folder path",
-                            f"model={self.model!r} is unknown; allowed: {_allowed(MODELS)}, or a local folder path")
-        if not local:
+            raise SpecError("model", self.model, MODEL_ALLOWED)
+        catalog = self.script is None and self.model in MODELS
+        if self.script is None and not catalog and not _is_local_folder(self.model) and not is_factory(self.model):
+            raise SpecError("model", self.model, MODEL_ALLOWED, f"model={self.model!r} is unknown; allowed: {MODEL_ALLOWED}")
+        if catalog:
             self._check_choice("size", self.size, SIZES)
+        elif not isinstance(self.size, str) or not self.size:
+            raise SpecError("size", self.size, "a non-empty word (the factory's size argument)")
         if not isinstance(self.dataset, str) or not self.dataset.strip():
-            raise SpecError("dataset", self.dataset, "'builtin' or the path of a .csv/.jsonl file")
+            raise SpecError("dataset", self.dataset, DATASET_ALLOWED)
         if not isinstance(self.debug, bool):
             raise SpecError("debug", self.debug, "True or False")
         self._set("profile", check_profile(self.profile))
@@ -171,7 +200,7 @@ class JobSpec:
             raise SpecError("warmup_steps", self.warmup_steps, f"0..{self.steps - 1} (fewer than steps={self.steps})",
                             f"steps={self.steps} must be greater than warmup_steps={self.warmup_steps} "
                              "(steady-state figures need at least one step after warmup)")
-        if not local:
+        if catalog:
             limit = max_positions(self.model, self.size)
             if limit is not None and self.seq_len > limit:
                 raise SpecError("seq_len", self.seq_len, f"1..{limit}", f"seq_len={self.seq_len} is beyond {self.model} "
@@ -182,6 +211,21 @@ class JobSpec:
         self._number("memory_budget_gb", 0, open_low=True, optional=True)
         self._number("stall_s", 0, open_low=True)
         self._number("timeout_s", 0, open_low=True, optional=True)
+
+    def _check_script(self) -> None:
+        if self.script is None:
+            if self.script_args:
+                raise SpecError("script_args", self.script_args, "() unless script is set")
+            self._set("script_args", ())   # JSON's [] back to the tuple
+            return
+        if not isinstance(self.script, str) or not self.script.endswith(".py"):
+            raise SpecError("script", self.script, "None or the path of a Python script (.py)")
+        args = self.script_args
+        if isinstance(args, str) or not isinstance(args, (list, tuple)) or not all(isinstance(a, str) for a in args):
+            raise SpecError("script_args", args, "a list of strings (the script's own command-line arguments)")
+        self._set("script_args", tuple(args))
+        if self.model == JobSpec.model:   # the name the runs are shown under
+            self._set("model", os.path.basename(self.script))
 
     def _check_choice(self, name: str, value: Any, allowed: tuple) -> None:
         if value not in allowed:
@@ -200,6 +244,15 @@ class JobSpec:
     def compiled(self) -> bool:
         """True for the compiler backends (inductor, xla)."""
         return self.backend != "eager"
+
+    @property
+    def model_kind(self) -> str:
+        """``catalog``, ``folder``, ``factory`` or ``script`` (what ``model`` names)."""
+        if self.script is not None:
+            return "script"
+        if is_factory(self.model):
+            return "factory"
+        return "catalog" if self.model in MODELS else "folder"
 
     @property
     def tokens_per_step(self) -> int:
