@@ -132,9 +132,28 @@ def _count_files(path: Path) -> int:
     return sum(len(files) for _, _, files in os.walk(path)) if path.exists() else 0
 
 
+def caller_path() -> str:
+    """PYTHONPATH for a job: the caller's working directory and the folders it added to ``sys.path`` (a
+    notebook's ``sys.path.insert``, its PYTHONPATH), so a job imports what the caller can import."""
+    import site
+    import sysconfig
+
+    known = {os.path.realpath(p) for p in (*sysconfig.get_paths().values(), *site.getsitepackages(),
+                                           site.getusersitepackages())}
+    stdlib = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib"))
+    entries = [os.getcwd(), *(os.path.abspath(p) for p in sys.path if p)]
+    keep: list[str] = []
+    for p in entries:
+        real = os.path.realpath(p)
+        if os.path.isdir(p) and real not in known and not real.startswith(stdlib) and p not in keep:
+            keep.append(p)
+    return os.pathsep.join(keep)
+
+
 def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
-    """The job process's environment: offline hub, one thread setting, the compile caches."""
+    """The job process's environment: offline hub, one thread setting, the compile caches, the caller's imports."""
     env = dict(os.environ)
+    env["PYTHONPATH"] = caller_path()
     threads = str(spec.threads or len(os.sched_getaffinity(0)))
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=threads, PYTHONUNBUFFERED="1",
                TCBENCH_PARENT_PID=str(os.getpid()), TCBENCH_RUN_DIR=str(run_dir),
