@@ -11,10 +11,10 @@ PYTEST_ARGS ?= --durations=25
 
 .PHONY: setup browser demo test test-fast lab app bench gallery clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
-	$(PY) -m pip install --disable-pip-version-check -q -e ".[test]"
+	$(PY) -m pip install --disable-pip-version-check -q -e ".[lab,xla,test]" -c constraints.txt
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -17,6 +17,8 @@ from . import plots, report
 from ._catalog import MODELS, SIZES, models_table
 from ._compare import Comparison, NoiseFloor, compare, latest_noise_floor, load_comparison, noise_floor
 from ._cost import cost, cost_table, savings_pct
+from ._diagnose import table as diagnostics
+from ._doctor import doctor
 from ._history import comparisons, get_run, runs, steps
 from ._maxbatch import MaxBatchResult, find_max_batch
 from ._preflight import check as preflight
@@ -24,8 +26,10 @@ from ._profiles import Profile, profile, profile_names, profiles
 from ._metrics import VERDICT_KINDS, break_even_steps
 from ._results import JobFigures, JobResult, StepRecord
 from ._runner import backend_status, run
+from ._script import compare_script
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
 from ._store import Store, StoreError
+from ._track import StopTraining, compile_for_backend, device, track
 from ._tuning import RetuneResult, retune_lr, rule_lrs
 from ._twostage import TwoStageResult, two_stage
 
@@ -57,7 +61,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 __all__ = [
     "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "Profile",
     "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
-    "models", "backends", "build_model", "profiles", "profile", "profile_names",
-    "cost", "cost_table", "savings_pct", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
-    "two_stage", "TwoStageResult", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
+    "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
+    "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
+    "two_stage", "TwoStageResult", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
 ]

@@ -78,6 +78,8 @@ class Comparison:
                                                             if r.noisy),
             final_loss=_median([r.final_loss for r in oks]),
             recompiles=max((r.recompiles_after_warmup or 0 for r in oks), default=None),
+            graph_breaks=max((r.graph_breaks or 0 for r in oks), default=None),
+            diagnosis=next((d["summary"] for r in jobs if (d := r.extra.get("diagnostics")) and "summary" in d), ""),
             error="; ".join(r.error for r in jobs if r.error)[:500])
         if label == self.backends[0]:
             kind = "baseline"
@@ -130,6 +132,13 @@ class Comparison:
         """One row per job label: step time and its spread, throughput, compile latency, memory, speedup with
         its 95 % interval, memory ratio, break-even range, MFU, noise, loss parity, warnings and the verdict."""
         return pd.DataFrame([self._row(b) for b in self.backends])
+
+    def diagnostics(self) -> pd.DataFrame:
+        """What each compiler did and where: one row per job, kind (graph break / recompile / fallback / host
+        transfer), place (``where``: "file:line function") and reason (``why``), with ``count`` and ``advice``."""
+        from ._diagnose import table
+
+        return table(self)
 
     def steps(self) -> pd.DataFrame:
         """Every step record of every job (with run_id, backend label and round)."""

@@ -1,5 +1,8 @@
 """Data: the shipped review-sentiment task (or a user's CSV/JSONL file) turned into training batches.
 
+(A batch factory ``"package.module:function"`` yields its own batches: see ``tcbench/_factory.py``.) Text is
+tokenized with the shipped tokenizer, or with a local model folder's own tokenizer (``job_tokenizer``).
+
 One tokenization pass per ``batches`` call (the fast tokenizer's ``encode_batch``), then every
 batch is a slice of a pre-built id matrix: building a 16 x 128 batch takes tens of microseconds,
 so the training loop never waits on data. torch is imported inside the functions only (the panel
@@ -241,6 +244,37 @@ def _tokenizer(path: str, mtime: float):
     return Tokenizer.from_file(path)
 
 
+OWN_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt")   # a folder with one of these has its own
+
+
+def job_tokenizer(model: str) -> tuple[Any, str]:
+    """(tokenizer, where it came from) for a job's text data: a local model folder's own tokenizer when it
+    ships one (loaded with ``AutoTokenizer``, offline), else the shipped tokenizer."""
+    folder = Path(model)
+    if folder.is_dir() and any((folder / name).is_file() for name in OWN_TOKENIZER_FILES):
+        import transformers
+
+        tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
+        return tok, f"the model folder's own ({type(tok).__name__})"
+    return load_tokenizer(), "the shipped tokenizer (data/task/tokenizer.json)"
+
+
+def _plain(tokenizer) -> tuple[Any, dict[str, int]]:
+    """(a ``tokenizers.Tokenizer``, its special ids) for the shipped tokenizer or a transformers fast tokenizer.
+
+    A transformers tokenizer's own specials frame the text: [CLS]/[SEP] (or BOS/EOS when it has no CLS),
+    padding with its pad id (else EOS, else 0)."""
+    if not hasattr(tokenizer, "backend_tokenizer"):
+        return tokenizer, {"pad": PAD, "cls": CLS, "sep": SEP, "bos": BOS, "eos": EOS}
+    ids = {k: getattr(tokenizer, f"{k}_token_id", None) for k in ("pad", "cls", "sep", "bos", "eos")}
+    cls = ids["cls"] if ids["cls"] is not None else ids["bos"]
+    sep = ids["sep"] if ids["sep"] is not None else ids["eos"]
+    bos = ids["bos"] if ids["bos"] is not None else cls
+    eos = ids["eos"] if ids["eos"] is not None else sep
+    pad = next((i for i in (ids["pad"], eos, 0) if i is not None), 0)
+    return tokenizer.backend_tokenizer, {"pad": pad, "cls": cls, "sep": sep, "bos": bos, "eos": eos}
+
+
 # ---------------------------------------------------------------- batches
 def batches(task: str, examples: list[dict], tokenizer, batch_size: int, seq_len: int,
             padding: str = "max_length", seed: int = 0) -> Iterator[dict]:
@@ -261,42 +295,44 @@ def batches(task: str, examples: list[dict], tokenizer, batch_size: int, seq_len
         check_number(field, value, low, whole=True)
     if not examples:
         raise ValueError("examples is empty: at least one example is needed")
-    ids, lengths = _encode(task, examples, tokenizer, seq_len)
-    targets = _seq2seq_targets(examples, tokenizer) if task == "seq2seq-lm" else None
+    tokenizer, sp = _plain(tokenizer)
+    ids, lengths = _encode(task, examples, tokenizer, seq_len, sp)
+    targets = _seq2seq_targets(examples, tokenizer, sp["eos"]) if task == "seq2seq-lm" else None
     labels = np.asarray([e["label"] for e in examples], dtype=np.int64)
-    return _stream(task, ids, lengths, labels, targets, batch_size, seq_len, padding, seed)
+    return _stream(task, ids, lengths, labels, targets, batch_size, seq_len, padding, seed, sp["pad"])
 
 
-def _encode(task: str, examples: list[dict], tokenizer, seq_len: int):
+def _encode(task: str, examples: list[dict], tokenizer, seq_len: int, sp: dict[str, int]):
     """(int32 id matrix [N, W] padded with [PAD], lengths [N]); W = longest framed sequence <= seq_len."""
     import numpy as np
 
     encs = tokenizer.encode_batch([e["text"] for e in examples], add_special_tokens=False)
+    cls, sep, bos, eos = sp["cls"], sp["sep"], sp["bos"], sp["eos"]
     if task == "sequence-classification":  # HF-style truncation: [SEP] is kept
-        seqs = [[CLS, *e.ids[: seq_len - 2], SEP] for e in encs]
+        seqs = [[cls, *e.ids[: seq_len - 2], sep] for e in encs]
     elif task == "causal-lm":  # cut the framed sequence: a long text loses its [EOS]
-        seqs = [[BOS, *e.ids, EOS][:seq_len] for e in encs]
+        seqs = [[bos, *e.ids, eos][:seq_len] for e in encs]
     else:  # T5 convention: the input ends with [EOS], kept on truncation
-        seqs = [[*e.ids[: seq_len - 1], EOS] for e in encs]
+        seqs = [[*e.ids[: seq_len - 1], eos] for e in encs]
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    ids = np.full((len(seqs), int(lengths.max())), PAD, dtype=np.int32)
+    ids = np.full((len(seqs), int(lengths.max())), sp["pad"], dtype=np.int32)
     for row, s in zip(ids, seqs):
         row[: len(s)] = s
     return ids, lengths
 
 
-def _seq2seq_targets(examples: list[dict], tokenizer):
+def _seq2seq_targets(examples: list[dict], tokenizer, eos: int = EOS):
     """int64 [N, T]: the token ids of each label word + [EOS], then -100."""
     import numpy as np
 
     words = sorted({e.get("label_text", str(e["label"])) for e in examples})
-    ids = {w: tokenizer.encode(w, add_special_tokens=False).ids + [EOS] for w in words}
+    ids = {w: tokenizer.encode(w, add_special_tokens=False).ids + [eos] for w in words}
     width = max(SEQ2SEQ_TARGET_LEN, max(len(v) for v in ids.values()))
     table = {w: v + [IGNORE] * (width - len(v)) for w, v in ids.items()}
     return np.asarray([table[e.get("label_text", str(e["label"]))] for e in examples], dtype=np.int64)
 
 
-def _stream(task, ids, lengths, labels, targets, batch_size, seq_len, padding, seed) -> Iterator[dict]:
+def _stream(task, ids, lengths, labels, targets, batch_size, seq_len, padding, seed, pad=PAD) -> Iterator[dict]:
     import numpy as np
     import torch
 
@@ -314,7 +350,7 @@ def _stream(task, ids, lengths, labels, targets, batch_size, seq_len, padding, s
             L = min(seq_len, max(16, 1 << (int(lens.max()) - 1).bit_length()))
         else:
             L = min(seq_len, -(-int(lens.max()) // 8) * 8)
-        input_ids = np.full((batch_size, L), PAD, dtype=np.int64)
+        input_ids = np.full((batch_size, L), pad, dtype=np.int64)
         w = min(L, width)
         input_ids[:, :w] = ids[idx, :w]
         mask = (np.arange(L)[None, :] < lens[:, None]).astype(np.int64)

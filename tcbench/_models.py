@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ._catalog import MODELS, SIZES, dims, size_config, usable_positions
-from ._spec import SpecError
+from ._data import OWN_TOKENIZER_FILES
+from ._spec import SpecError, is_factory
 
 _DROPOUT_KEYS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
                  "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout_rate", "classifier_dropout_prob",
@@ -50,7 +51,7 @@ def model_task(model: str) -> str:
 
 def _tokenizer_size(folder: Path) -> tuple[str, int] | None:
     """(file, number of tokens) of the folder's own tokenizer, or None when it ships none."""
-    for name in ("tokenizer.json", "vocab.json", "vocab.txt"):
+    for name in OWN_TOKENIZER_FILES:
         path = folder / name
         if path.is_file():
             try:
@@ -66,10 +67,11 @@ def _tokenizer_size(folder: Path) -> tuple[str, int] | None:
     return None
 
 
-def check_local_model(folder: str, seq_len: int, data_vocab: int) -> None:
+def check_local_model(folder: str, seq_len: int, data_vocab: int | None) -> None:
     """Check a local model folder before a job loads it: config, a supported head, weights, a vocabulary
-    that covers the data's tokenizer (``data_vocab`` tokens; jobs tokenize with it) and its own
-    tokenizer, and positions for ``seq_len``. A SpecError naming the field otherwise."""
+    that covers its own tokenizer (jobs tokenize text with it) or, when it has none, the shipped tokenizer
+    (``data_vocab`` tokens; None: the data is a batch factory's), and positions for ``seq_len``.
+    A SpecError naming the field otherwise."""
     def bad(what: str, allowed: str = FOLDER_ALLOWED) -> SpecError:
         return SpecError("model", folder, allowed, f"model={folder!r}: {what}; allowed: {allowed}")
 
@@ -91,10 +93,18 @@ def check_local_model(folder: str, seq_len: int, data_vocab: int) -> None:
         raise bad(f"has no weights ({', '.join(_WEIGHTS)})")
     vocab = getattr(cfg, "vocab_size", None)
     own = _tokenizer_size(path)
+    if own is not None:
+        from ._data import job_tokenizer
+
+        try:
+            job_tokenizer(folder)
+        except Exception as exc:  # noqa: BLE001 - any tokenizer that will not load is the same named error
+            raise bad(f"its own tokenizer ({own[0]}) cannot be loaded by AutoTokenizer "
+                      f"({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})")
     if vocab is not None and own is not None and own[1] > vocab:
         raise bad(f"its own tokenizer ({own[0]}) has {own[1]:,} tokens but vocab_size={vocab:,}",
                   f"a vocab_size of at least {own[1]:,}")
-    if vocab is not None and vocab < data_vocab:
+    if vocab is not None and own is None and data_vocab is not None and vocab < data_vocab:
         raise bad(f"vocab_size={vocab:,} is smaller than the data's tokenizer ({data_vocab:,} tokens; jobs "
                   "tokenize with it), so its ids would index past the embedding", f"a vocab_size >= {data_vocab:,}")
     limit = usable_positions(cfg.model_type, getattr(cfg, "max_position_embeddings", None),
@@ -110,7 +120,8 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
     A catalog name builds the architecture from its published configuration (``size="base"``) or a
     shrunken preset (``tiny``/``small``) with random weights — nothing is downloaded. A local folder
-    that ``from_pretrained`` can read is loaded from disk (``trust_remote_code`` stays off).
+    that ``from_pretrained`` can read is loaded from disk (``trust_remote_code`` stays off). A factory
+    ``"package.module:function"`` is imported and called with the arguments it accepts.
     """
     import torch
     import transformers
@@ -118,6 +129,10 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if seed is not None:
         torch.manual_seed(seed)
+    if is_factory(model):
+        from ._factory import build_model as from_factory
+
+        return from_factory(model, size, 128, num_labels, dropout, seed or 0)
     if model not in MODELS:
         if not os.path.isdir(model):
             raise ValueError(f"model={model!r} is neither a catalog model ({', '.join(MODELS)}) nor a local folder")

@@ -6,8 +6,11 @@ is a named ``SpecError`` instead of a failed job (or a traceback) minutes later:
 - relative paths are resolved against the caller's working directory (a job runs in its run folder);
 - ``threads`` fits the cores this process may use;
 - a dataset file is read and checked as a job reads it (encoding, columns, labels, the held-out split);
-- a local model folder has a config, a supported head, weights, a vocabulary that covers the data's
-  tokenizer and positions for ``seq_len``;
+- a local model folder has a config, a supported head, weights, a vocabulary that covers the tokenizer
+  jobs use (its own when it has one, else the shipped one) and positions for ``seq_len``;
+- a model or batch factory ``"package.module:function"`` can be found from the caller's ``sys.path`` and
+  its module defines the function (read, not run: the job imports it);
+- a training script (``script``) exists and is a readable ``.py`` file;
 - a profile's memory budget applies when the spec sets none (the same in the API, the CLI and the panel).
 """
 
@@ -16,11 +19,24 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._spec import JobSpec, SpecError, _is_local_folder
+from . import _factory
+from ._spec import JobSpec, SpecError, _is_local_folder, is_factory
 
 
 def _resolved(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
+
+
+def _script(path: str) -> str:
+    """A training script's absolute path (resolved against the caller's working directory, where it runs)."""
+    full = _resolved(path)
+    allowed = "the path of an existing Python script (.py), absolute or relative to the working directory"
+    what = ("is a folder" if os.path.isdir(full) else "is not a .py file" if not full.endswith(".py")
+            else "does not exist" if not os.path.isfile(full) else "cannot be read" if not os.access(full, os.R_OK)
+            else "")
+    if what:
+        raise SpecError("script", path, allowed, f"script={path!r} {what} (resolved: {full}); allowed: {allowed}")
+    return full
 
 
 def check(spec: JobSpec) -> JobSpec:
@@ -43,14 +59,22 @@ def check(spec: JobSpec) -> JobSpec:
         raise SpecError("threads", spec.threads, f"1..{cores} (the cores this process may use)",
                         f"threads={spec.threads} is more than the {cores} core(s) this process may use; "
                         f"allowed: None or 1..{cores}")
-    if spec.dataset != "builtin":
+    factory_data = is_factory(spec.dataset)
+    if factory_data:
+        _factory.check(spec.dataset, "dataset")
+    elif spec.dataset != "builtin":
         changes["dataset"] = _resolved(spec.dataset)
         _data.check_dataset(changes["dataset"])
-    if _is_local_folder(spec.model):
+    if spec.model_kind == "factory":
+        _factory.check(spec.model, "model")
+    elif spec.model_kind == "folder" and _is_local_folder(spec.model):
         from ._models import check_local_model
 
         changes["model"] = _resolved(spec.model)
-        check_local_model(changes["model"], spec.seq_len, _data.load_tokenizer().get_vocab_size())
+        check_local_model(changes["model"], spec.seq_len,
+                          None if factory_data else _data.load_tokenizer().get_vocab_size())
+    if spec.script is not None:
+        changes["script"] = _script(spec.script)
     if spec.memory_budget_gb is None and spec.profile != LOCAL:
         changes["memory_budget_gb"] = float(profile(spec.profile).memory_budget_gb)
     changes = {k: v for k, v in changes.items() if getattr(spec, k) != v}

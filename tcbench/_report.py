@@ -31,6 +31,9 @@ overflow-wrap:anywhere}
 .tcb-kind-faster{background:#d9f2e0;color:#14532d}.tcb-kind-slower{background:#fbe0e0;color:#7f1d1d}
 .tcb-kind-inconclusive{background:#fff1cc;color:#7a4b00}.tcb-kind-baseline{background:#e6ebff;color:#1e3a8a}
 .tcb-findings .tcb-warning{color:#8a4b00}
+.tcb-diagnosis{border-collapse:collapse;font-size:12px;width:100%}
+.tcb-diagnosis th,.tcb-diagnosis td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top;
+overflow-wrap:break-word}.tcb-diagnosis th{background:#f3f3f3;white-space:nowrap}
 @media print{.tcb-summary{font-size:9pt}.tcb-summary tr{break-inside:avoid;page-break-inside:avoid}
 .tcb-kind{border:1px solid #999}}
 </style>"""
@@ -138,6 +141,8 @@ ROWS: list[tuple[str, tuple[str, ...], Callable[[dict], str]]] = [
     ("final loss", ("final_loss",), lambda r: fmt_number(r.get("final_loss"))),
     ("loss parity", ("loss_parity", "loss_diff", "loss_parity_note"), _loss_parity),
     ("recompilations after warmup", ("recompiles",), lambda r: fmt_number(r.get("recompiles"))),
+    ("graph breaks", ("graph_breaks",), lambda r: fmt_number(r.get("graph_breaks"))),
+    ("what the compiler did", ("diagnosis",), lambda r: _text(r.get("diagnosis"))),
     ("warnings", ("warnings",), _warnings),
     ("error", ("error",), lambda r: _text(r.get("error"))),
 ]
@@ -170,6 +175,23 @@ def findings_html(summary: pd.DataFrame) -> str:
         items.append(f'<li class="tcb-finding"><b>{html.escape(str(r["backend"]))}</b> {_kind(r.get("verdict_kind"))} '
                      f'{_text(r.get("verdict"))}{f"<ul>{sub}</ul>" if sub else ""}</li>')
     return f'{_STYLE}<ul class="tcb-findings">{"".join(items)}</ul>'
+
+
+def diagnostics_html(diag: pd.DataFrame) -> str:
+    """``Comparison.diagnostics()`` for people: each distinct graph break, recompile, fallback and host transfer
+    once per job (from the first round that has it) with where, why, count and the checklist's advice; "" when
+    there is none. Shared by the HTML report and the ipywidgets panel."""
+    from ._diagnose import top
+
+    if diag is None or not len(diag):
+        return ""
+    body = "".join(
+        f"<tr><td>{_text(r['backend'])}</td><td>{_text(r['kind'])}</td>"
+        f"<td>{'<code>' + html.escape(r['where']) + '</code>' if r['where'] else MISSING}{_note(r['code'])}</td>"
+        f"<td>{_text(r['why'])}</td><td>{fmt_number(r['count'])}</td><td>{_text(r['advice'])}</td></tr>"
+        for r in top(diag).to_dict("records"))
+    return (f'{_STYLE}<table class="tcb-diagnosis"><thead><tr><th>job</th><th>kind</th><th>where</th><th>why</th>'
+            f'<th>count</th><th>what to do</th></tr></thead><tbody>{body}</tbody></table>')
 
 
 # -- the report ------------------------------------------------------------------------------------------
@@ -222,6 +244,14 @@ def _errors_html(cmp: Any) -> str:
                    f' — {html.escape(r.error[:600])}</p>' for r in cmp.results if r.error)
 
 
+def _diagnosis_section(cmp: Any) -> str:
+    table = diagnostics_html(cmp.diagnostics())
+    if not table:
+        return ""
+    return ("<h2>What the compiler did</h2><p>Graph breaks and recompilations (dynamo: where and why), CPU fallbacks "
+            "and host transfers (XLA's metrics), with the README's checklist item for each.</p>" + table)
+
+
 def comparison_html(cmp: Any, profile: str | None = None) -> str:
     """The self-contained HTML report of ``cmp``: the stored environment, findings, the summary table, a
     cost section when a profile was chosen (``profile``, else the spec's unless it is this machine), plots."""
@@ -235,6 +265,7 @@ def comparison_html(cmp: Any, profile: str | None = None) -> str:
 <p class="env">Measured on: {html.escape(describe(cmp.environment()))}</p>
 <h2>Findings</h2>{findings_html(summary)}{_errors_html(cmp)}
 <h2>Summary</h2>{summary_table_html(summary)}
+{_diagnosis_section(cmp)}
 {costs_html(cmp, profile)}
 <p>Step time: median of the steady-state steps (the first {s.warmup_steps} warmup steps are reported apart).
 Speedup: native median step ÷ compiled median step, with a 95 % interval (bootstrap over rounds and steady steps);

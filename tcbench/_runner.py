@@ -48,6 +48,7 @@ STALL_STEPS = 20        # a job is stalled after max(spec.stall_s, STALL_STEPS x
 _WRITE_WAIT_S = 2.0     # while the job runs, a locked store delays nothing: the steps are kept and retried
 _RETRY_S = 5.0
 _FINAL_WAIT_S = 30.0    # at the end, how long to wait for a locked store before spooling
+_EOF_GRACE_S = 30.0    # after the job closed its pipe without an end message, how long it may take to exit
 _EXIT_GRACE_S = 1.0     # after the job's process exited, how long to wait for the rest of its messages
 
 
@@ -152,7 +153,7 @@ def caller_path() -> str:
 
 def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
     """The job process's environment: offline hub, one thread setting, the compile caches, the caller's imports."""
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in _SCRIPT_ENV}   # never another job's channel
     env["PYTHONPATH"] = caller_path()
     threads = str(spec.threads or len(os.sched_getaffinity(0)))
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=threads, PYTHONUNBUFFERED="1",
@@ -167,6 +168,24 @@ def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
     if spec.debug and spec.backend == "inductor":
         env.setdefault("TORCH_LOGS", "recompiles,graph_breaks")
     return env
+
+
+_SCRIPT_ENV = ("TCBENCH_FD", "TCBENCH_SPEC", "TCBENCH_SCRIPT_PID", "TCBENCH_BACKEND", "TCBENCH_STEPS",
+               "TCBENCH_WARMUP_STEPS", "TCBENCH_LOSS_EVERY")
+
+
+def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[str], str, dict[str, str]]:
+    """(argv, working directory, extra environment) of the job process: tcbench's worker, or the user's
+    script started as ``python script.py args`` from the caller's working directory, told its job through
+    the environment (tcbench._track reads it)."""
+    if spec.script is None:
+        return [sys.executable, "-m", "tcbench._worker", spec.to_json(), str(fd), str(run_dir)], str(run_dir), {}
+    env = dict(TCBENCH_FD=str(fd), TCBENCH_SPEC=spec.to_json(), TCBENCH_BACKEND=spec.backend,
+               TCBENCH_STEPS=str(spec.steps), TCBENCH_WARMUP_STEPS=str(spec.warmup_steps),
+               TCBENCH_LOSS_EVERY=str(spec.loss_every))
+    if spec.backend == "xla":   # torch_xla's persistent compilation cache, set before the script creates a device
+        env.update(XLA_PERSISTENT_CACHE_PATH=str(cache / "xla"), XLA_PERSISTENT_CACHE_READ_ONLY="0")
+    return [sys.executable, spec.script, *spec.script_args], os.getcwd(), env
 
 
 def _reader(stream: Any, q: "queue.Queue[dict | None]") -> None:
@@ -195,6 +214,14 @@ def _kill(proc: subprocess.Popen) -> None:
             _signal_group(proc, signal.SIGKILL)
             proc.wait()
     _signal_group(proc, signal.SIGKILL)   # helpers it started that outlived it
+
+
+def _await_exit(proc: subprocess.Popen, stop: threading.Event | None) -> None:
+    """Give a process whose pipe closed without an ``end`` message up to _EOF_GRACE_S to exit by itself, so that
+    its own exit code (not our SIGTERM) says how it ended; a stop request cuts the wait short."""
+    deadline = time.monotonic() + _EOF_GRACE_S
+    while proc.poll() is None and time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+        time.sleep(_POLL_S / 4)
 
 
 def _tail(path: Path, n: int = 4000) -> str:
@@ -286,10 +313,10 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
     read_fd, write_fd = os.pipe()
     log_path = run_dir / "worker.log"
     t0 = time.monotonic()
+    argv, cwd, extra = _command(spec, write_fd, run_dir, cache)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tcbench._worker", spec.to_json(), str(write_fd), str(run_dir)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=job_env(spec, cache, run_dir), pass_fds=(write_fd,), cwd=str(run_dir),
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**job_env(spec, cache, run_dir), **extra}, pass_fds=(write_fd,), cwd=cwd,
                                 start_new_session=True)   # its own process group: ended as one
     os.close(write_fd)
     writer.beat(worker_pid=proc.pid, artifacts=str(run_dir))
@@ -324,7 +351,9 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
                 if exited is not None and time.monotonic() - exited > _EXIT_GRACE_S:
                     break   # the job is gone; whatever still holds its pipe is not ours to wait for
                 continue
-            if msg is None:
+            if msg is None:   # the pipe closed: the process may still be tearing down (a script's interpreter)
+                if end is None:
+                    _await_exit(proc, stop)
                 break
             heard = time.monotonic()
             end = _handle(msg, result, writer.pending, notify, job) or end
@@ -366,6 +395,8 @@ def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: 
     elif kind == "meta":
         result.device = msg["device"]
         result.extra.update(n_params=msg["n_params"], flops_per_step=msg["flops_per_step"])
+        if msg.get("tokenizer"):
+            result.extra["tokenizer"] = msg["tokenizer"]
         result.env.update(msg.get("env") or {}, threads=msg.get("threads", result.env.get("threads")))
     elif kind == "phase":
         result.extra["phase"] = msg["phase"]
@@ -393,22 +424,47 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, ending: str,
         result.status, result.error = end["status"], end.get("error", "")
         counters = end.get("counters") or {}
         result.extra["counters"] = counters
+        if end.get("diagnostics"):   # graph breaks, recompiles, fallbacks, host transfers: where and why
+            result.extra["diagnostics"] = end["diagnostics"]
         if end.get("traceback"):
             result.extra["traceback"] = end["traceback"]
         warm = result.extra.get("counters_after_warmup") or {}
         if "compiles" in counters and "compiles" in warm:
             recompiles = counters["compiles"] - warm["compiles"]
         graph_breaks = counters.get("graph_breaks")
+        if spec.script is not None and returncode > 0 and result.ok:
+            result.status, result.error = _script_ending(result, returncode)
     elif ending:
         result.status, result.error = "interrupted", ending
     elif returncode < 0:
         sig = signal.Signals(-returncode).name
         hint = " (possibly the kernel's out-of-memory killer)" if sig == "SIGKILL" else ""
         result.status, result.error = "interrupted", f"the job process was killed by {sig}{hint}"
+    elif spec.script is not None:
+        result.status, result.error = _script_ending(result, returncode)
     else:
         result.status = "failed"
         result.error = f"the job process exited with code {returncode} before reporting; log tail:\n" + result.log_tail[-1500:]
     _set_figures(result, spec, probe, recompiles_after_warmup=recompiles, graph_breaks=graph_breaks)
+
+
+def _script_ending(result: JobResult, returncode: int) -> tuple[str, str]:
+    """(status, error) of a script that ended on its own without an ``end`` message, or with an error after it."""
+    n = len(result.records)
+    if returncode == 0 and n:
+        return "ok", ""
+    if returncode == 0:
+        return "failed", ("the script exited (code 0) without reporting a step, so nothing was measured: wrap its "
+                          "loop in `with tcbench.track() as t:` and call `t.step(loss)` per step, or add "
+                          "`tcbench.hf.TcbenchCallback()` to its Trainer's callbacks (see examples/)")
+    done = f"after {n} measured step(s), which are kept" if n else "before reporting a step"
+    return "failed", f"the script exited with code {returncode} {done}; log tail:\n" + result.log_tail[-1500:]
+
+
+def _batch_size(spec: JobSpec, records: list[StepRecord]) -> int:
+    """The batch samples/s is counted with: a script's own per-step batch (samples_s x step_s), else the spec's."""
+    sizes = [r.samples_s * r.step_s for r in records if not r.warmup and r.samples_s and r.step_s]
+    return max(1, round(median(sizes))) if spec.script is not None and sizes else spec.batch_size
 
 
 def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) -> None:
@@ -421,7 +477,7 @@ def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) ->
     if result.device.startswith("cuda"):   # on a GPU the reference is the profile's datasheet peak
         probe = _datasheet_peak(spec)
     result.extra["probe"] = {k: v for k, v in probe.items() if k != "cached"}
-    result.figures = job_figures(result.records, spec.batch_size, spec.warmup_steps, threads=threads,
+    result.figures = job_figures(result.records, _batch_size(spec, result.records), spec.warmup_steps, threads=threads,
                                  wait_share=wait_share, steal_share=sched.get("steal_share"), probe=probe,
                                  n_params=result.extra.get("n_params"),
                                  flops_per_step=result.extra.get("flops_per_step"), **given)

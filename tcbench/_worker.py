@@ -13,28 +13,63 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 import traceback
 
-from ._spec import JobSpec
+from ._factory import batch_size_of, loss_of, seq_len_of
+from ._spec import JobSpec, is_factory
 
 
 class _Channel:
     """JSON lines to the parent. Step records are sent in small batches (at most FLUSH_S late): a
-    wake-up of the parent on every step steals a core from this job's OpenMP threads on a small machine."""
+    wake-up of the parent on every step steals a core from this job's OpenMP threads on a small machine.
+    A background thread flushes what waits longer than FLUSH_S, so a job that hangs after a step (a user's
+    script in a ``sleep``, a deadlock) has still delivered every step it measured."""
 
     FLUSH_S = 0.25
 
     def __init__(self, fd: int) -> None:
         self._f = os.fdopen(fd, "w")
         self._last = time.monotonic()
+        self._lock = threading.Lock()
+        self._waiting = False     # records written but not flushed yet
+        self._flusher: threading.Thread | None = None
 
     def send(self, kind: str, **payload) -> None:
-        self._f.write(json.dumps({"type": kind, **payload}) + "\n")
-        now = time.monotonic()
-        if kind != "step" or now - self._last >= self.FLUSH_S:
+        line = json.dumps({"type": kind, **payload}) + "\n"
+        with self._lock:
+            self._f.write(line)
+            now = time.monotonic()
+            if kind != "step" or now - self._last >= self.FLUSH_S:
+                self._flush_locked(now)
+            else:
+                self._waiting = True
+                if self._flusher is None:
+                    self._flusher = threading.Thread(target=self._flush_late, daemon=True, name="tcbench-flush")
+                    self._flusher.start()
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked(time.monotonic())
+
+    def close(self) -> None:
+        with self._lock:
+            self._f.close()
+
+    def _flush_locked(self, now: float) -> None:
+        try:
             self._f.flush()
-            self._last = now
+        except (OSError, ValueError):   # the parent is gone, or the channel closed: nobody to tell
+            pass
+        self._last, self._waiting = now, False
+
+    def _flush_late(self) -> None:
+        while not self._f.closed:
+            time.sleep(self.FLUSH_S)
+            with self._lock:
+                if self._waiting and not self._f.closed and time.monotonic() - self._last >= self.FLUSH_S:
+                    self._flush_locked(time.monotonic())
 
 
 def _status_kib(field: str) -> int:
@@ -123,13 +158,66 @@ def _gpu_env() -> dict:
     return env
 
 
+class Workload:
+    """What a job trains on: its model (catalog, local folder or factory) and its batches (the shipped task,
+    a CSV/JSONL file or a batch factory). Text data is tokenized with a local folder's own tokenizer when it
+    has one, else with the shipped one."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        from . import _data
+        from ._models import model_task
+
+        self.spec = spec
+        self.custom_data = is_factory(spec.dataset)
+        self.custom_model = spec.model_kind == "factory"
+        if self.custom_data:
+            self.task, self.num_labels, self.tokenizer, self.tokenizer_source = "custom", None, None, None
+        else:
+            self.task = "sequence-classification" if self.custom_model else model_task(spec.model)
+            self.num_labels = _data.num_labels(_data.load_examples(spec.dataset, "train"))
+            self.tokenizer, self.tokenizer_source = _data.job_tokenizer(spec.model)
+
+    def model(self):
+        from . import _factory
+        from ._models import build_model
+
+        s = self.spec
+        if self.custom_model:
+            import torch
+
+            torch.manual_seed(s.seed)
+            return _factory.build_model(s.model, s.size, s.seq_len, self.num_labels, s.dropout, s.seed)
+        return build_model(s.model, s.size, dropout=s.dropout, num_labels=self.num_labels or 2, seed=s.seed)
+
+    def batches(self, split: str):
+        from . import _data, _factory
+
+        s = self.spec
+        seed = s.seed if split == "train" else s.seed + 1
+        if self.custom_data:
+            return _factory.batches(s.dataset, s.batch_size, s.seq_len, s.seed, split)
+        return _data.batches(self.task, _data.load_examples(s.dataset, split), self.tokenizer, s.batch_size,
+                             s.seq_len, s.padding, seed)
+
+    def flops(self, n_params: int) -> float | None:
+        """FLOPs of one training step: the catalog's formula for text models, counted for a factory model."""
+        from . import _factory
+        from ._models import flops_per_step
+
+        s = self.spec
+        if not self.custom_model:
+            return flops_per_step(s.model, s.size, n_params, s.batch_size, s.seq_len, self.task)
+        first = next(self.batches("train"))
+        return _factory.count_flops(s.model, s.size, s.seq_len, self.num_labels, s.dropout, s.seed, first)
+
+
 def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     """The measured loop: one straight path from spec to step records."""
     chan.send("phase", phase="loading")   # importing torch alone takes seconds: the stall clock starts here
     import torch
 
     from . import _data
-    from ._models import build_model, count_params, flops_per_step, model_task
+    from ._models import count_params
     from ._backends import get_backend
 
     torch.set_num_threads(spec.threads or len(os.sched_getaffinity(0)))
@@ -138,21 +226,19 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     chan.send("log", line=f"[tcbench] {torch.get_num_threads()} CPU thread(s) for this job")
     device = backend.setup(spec, os.environ.get("TCBENCH_XLA_CACHE", os.path.join(run_dir, "xla-cache")))
 
-    task = model_task(spec.model)
-    examples = _data.load_examples(spec.dataset, "train")
-    tokenizer = _data.load_tokenizer()
-    model = build_model(spec.model, spec.size, dropout=spec.dropout, num_labels=_data.num_labels(examples),
-                        seed=spec.seed)
+    work = Workload(spec)
+    model = work.model()
     n_params = count_params(model)
+    flops = work.flops(n_params)          # before prepare: a factory's count runs on a meta-device copy
     backend.prepare(model, spec)
     torch.manual_seed(spec.seed)
     # Encoding the data set happens here, before the meter: it is the same for every backend and batch size,
     # and its transient peak would otherwise dominate a small model's training memory.
-    batches = _data.batches(task, examples, tokenizer, spec.batch_size, spec.seq_len, spec.padding, spec.seed)
+    batches = work.batches("train")
     meter = RssMeter()   # baseline: after the model, the optimizer and the encoded data exist
-    flops = flops_per_step(spec.model, spec.size, n_params, spec.batch_size, spec.seq_len, task)
-    chan.send("meta", n_params=n_params, flops_per_step=flops, device=str(device), task=task,
-              threads=torch.get_num_threads(), env=_gpu_env(), mem_baseline_bytes=meter.baseline)
+    chan.send("meta", n_params=n_params, flops_per_step=flops, device=str(device), task=work.task,
+              threads=torch.get_num_threads(), env=_gpu_env(), mem_baseline_bytes=meter.baseline,
+              tokenizer=work.tokenizer_source)
 
     if hasattr(backend, "wrap_loader"):
         import itertools
@@ -168,7 +254,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
             chan.send("phase", phase="measuring")
             steady_from = (time.perf_counter(), time.process_time(), _sched_wait_s(), _cpu_jiffies())
         batch = next(it)
-        seq = int(batch["input_ids"].shape[1])
+        seq, samples = seq_len_of(batch), batch_size_of(batch)
         c0 = time.process_time()   # CPU time of all this process's threads: how much of the step it had the CPU
         t0 = time.perf_counter()
         loss_t = backend.step(batch)
@@ -180,7 +266,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
         loss = float(loss_t) if read else None
         dev_peak = backend.peak_memory()
         mem = dev_peak if dev_peak is not None else meter.peak_above_baseline()
-        chan.send("step", step=step, step_s=dt, samples_s=spec.batch_size / dt, tokens_s=spec.batch_size * seq / dt,
+        chan.send("step", step=step, step_s=dt, samples_s=samples / dt, tokens_s=samples * seq / dt,
                   mem_bytes=int(mem), loss=loss, warmup=step < spec.warmup_steps, seq_len=seq, cpu_s=cpu)
         if step == spec.warmup_steps - 1:
             chan.send("counters", when="after_warmup", counters=backend.counters())
@@ -195,7 +281,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     _send_sched(chan, steady_from)
     if spec.eval_batches:
         chan.send("phase", phase="eval")
-        chan.send("eval", eval_loss=evaluate(spec, backend, task, tokenizer, device))
+        chan.send("eval", eval_loss=evaluate(spec, backend, work, device))
     _finish(chan, backend, spec, run_dir, "ok", "")
 
 
@@ -212,7 +298,7 @@ def _send_sched(chan: _Channel, since: tuple | None) -> None:
               steal_share=steal)
 
 
-def evaluate(spec: JobSpec, backend, task: str, tokenizer, device) -> float:
+def evaluate(spec: JobSpec, backend, work: "Workload", device) -> float:
     """Mean loss over ``spec.eval_batches`` batches of the held-out split (no grad, eval mode)."""
     import torch
 
@@ -220,13 +306,12 @@ def evaluate(spec: JobSpec, backend, task: str, tokenizer, device) -> float:
 
     model = backend.model
     model.eval()
-    batches = _data.batches(task, _data.load_examples(spec.dataset, "eval"), tokenizer, spec.batch_size,
-                            spec.seq_len, spec.padding, seed=spec.seed + 1)
+    batches = work.batches("eval")
     losses = []
     with torch.no_grad():
         for _ in range(spec.eval_batches):
             batch = _data.batch_on_device(next(batches), device)
-            losses.append(model(**batch).loss.detach())
+            losses.append(loss_of(model(**batch)).detach())
         if hasattr(backend, "wrap_loader"):
             import torch_xla
 
@@ -243,7 +328,7 @@ def _finish(chan: _Channel, backend, spec: JobSpec, run_dir: str, status: str, e
         with open(path, "w") as f:
             f.write(backend.report())
         chan.send("log", line=f"[tcbench] compiler report written to {path}")
-    chan.send("end", status=status, error=error, counters=counters)
+    chan.send("end", status=status, error=error, counters=counters, diagnostics=backend.diagnostics())
 
 
 def _die_with_parent() -> None:

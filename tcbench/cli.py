@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from ._compare import DEFAULT_ROUNDS
+from ._diagnose import lines as diagnose_lines
 from ._history import missing
 from ._metrics import fmt_ratio
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec
@@ -26,8 +27,9 @@ SINGLE_ROUND = "single round: no run-to-run spread"
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="bert-base-cased", help="catalog name (tcbench models) or a local folder")
-    p.add_argument("--size", default="tiny", help="tiny, small or base")
+    p.add_argument("--model", default="bert-base-cased",
+                   help="catalog name (tcbench models), a local folder, or a factory package.module:function")
+    p.add_argument("--size", default="tiny", help="tiny, small or base (a factory's own word for it)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--steps", type=int, default=30)
@@ -36,7 +38,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--padding", default="max_length", choices=PADDINGS)
-    p.add_argument("--dataset", default="builtin", help="'builtin' or a .csv/.jsonl file with text,label columns")
+    p.add_argument("--dataset", default="builtin",
+                   help="'builtin', a .csv/.jsonl file with text,label columns, or a batch factory package.module:function")
     p.add_argument("--profile", default="this-machine", help="instance profile (tcbench profiles)")
     p.add_argument("--compile-mode", default="default")
     p.add_argument("--loss-every", type=int, default=1)
@@ -191,12 +194,14 @@ def _check_writable(path: str | None, flag: str) -> None:
 def print_comparison(cmp: Any) -> None:
     """The summary table, then per backend its verdict sentence, warnings, loss parity and error; MFU notes last."""
     summary, spec = cmp.summary(), cmp.spec
-    print(f"{spec.model} {spec.size}, batch {spec.batch_size}, seq {spec.seq_len}, {spec.precision}, "
-          f"{cmp.rounds} round{'' if cmp.rounds == 1 else 's'}; comparison {cmp.comparison_id}")
+    job = (f"{spec.model} {spec.size}, batch {spec.batch_size}, seq {spec.seq_len}, {spec.precision}" if spec.script is None
+           else f"your script {' '.join([spec.script, *spec.script_args])}, {spec.steps} steps ({spec.warmup_steps} warmup)")
+    print(f"{job}, {cmp.rounds} round{'' if cmp.rounds == 1 else 's'}; comparison {cmp.comparison_id}")
     _print(people(summary, COMPARE_COLUMNS))
     if cmp.rounds == 1:
         print(f"note: {SINGLE_ROUND} (use --rounds 3 or more for an interval across runs)")
     notes: dict[str, list[str]] = {}
+    diagnosis = cmp.diagnostics()
     for row in summary.to_dict("records"):
         print(f"- {row['backend']}: {row['verdict']}")
         for w in row["warnings"]:
@@ -206,6 +211,8 @@ def print_comparison(cmp: Any) -> None:
             print(f"    loss parity {'' if missing(parity) else 'ok: '}{row['loss_parity_note']}")
         if row.get("error"):
             print(f"    error: {row['error'].strip().splitlines()[-1][:300]}")
+        for line in diagnose_lines(diagnosis, row["backend"]):   # graph breaks, recompiles, ...: where and why
+            print(f"    {line}")
         if row.get("mfu_note"):
             notes.setdefault(row["mfu_note"], []).append(row["backend"])
     for note, labels in notes.items():
@@ -222,6 +229,27 @@ def cmd_compare(a: argparse.Namespace) -> int:
     _check_writable(a.json, "--json")
     with Progress(rounds=a.rounds) as progress:
         cmp = tc.compare(_spec(a, "eager"), backends=others, rounds=a.rounds, observer=progress)
+    return _show_comparison(a, cmp)
+
+
+def cmd_compare_script(a: argparse.Namespace) -> int:
+    import tcbench as tc
+
+    from ._cli_progress import Progress
+
+    others = _compared(_backends(a.backends))
+    _check_writable(a.report, "--report")
+    _check_writable(a.json, "--json")
+    fields = dict(steps=a.steps, warmup_steps=a.warmup, loss_every=a.loss_every, threads=a.threads,
+                  batch_size=a.batch_size, seq_len=a.seq_len, profile=a.profile, cache=a.cache, debug=a.debug,
+                  stall_s=a.stall_s, timeout_s=a.timeout_s, **({"model": a.name} if a.name else {}))
+    with Progress(rounds=a.rounds) as progress:
+        cmp = tc.compare_script(a.script, a.script_args, backends=others, rounds=a.rounds, observer=progress,
+                                **fields)
+    return _show_comparison(a, cmp)
+
+
+def _show_comparison(a: argparse.Namespace, cmp: Any) -> int:
     print_comparison(cmp)
     for path, flag, text in ((a.report, "--report", cmp.to_html), (a.json, "--json", cmp.to_json)):
         if path:
@@ -318,6 +346,27 @@ def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--json", help="write the full summary and every step as JSON here")
     p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("compare-script", help="run your own training script natively and compiled (tcbench.track() "
+                       "or tcbench.hf.TcbenchCallback inside): the same summary as compare",
+                       usage="tcbench compare-script SCRIPT [options] [-- SCRIPT_ARGS ...]")
+    p.add_argument("script", help="your training script (.py); its own arguments go after --")
+    p.add_argument("--backends", default="eager,inductor", help="comma-separated; eager is the baseline")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="alternating rounds (1: no run-to-run spread)")
+    p.add_argument("--steps", type=int, default=30, help="the steps each run is measured for (the script stops there)")
+    p.add_argument("--warmup", type=int, default=5, help="warmup steps, reported apart")
+    p.add_argument("--loss-every", type=int, default=1)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=8, help="samples per step when the script does not report it")
+    p.add_argument("--seq-len", type=int, default=128, help="tokens per sample when the script does not report it")
+    p.add_argument("--name", default=None, help="the name the runs are shown under (default: the script's file name)")
+    p.add_argument("--profile", default="this-machine", help="instance profile (tcbench profiles)")
+    p.add_argument("--cache", default="shared", choices=["shared", "cold"])
+    p.add_argument("--debug", action="store_true", help="keep the compiler's own report in the run's artifacts")
+    p.add_argument("--stall-s", type=float, default=300.0)
+    p.add_argument("--timeout-s", type=float, default=None)
+    p.add_argument("--report", help="write a self-contained HTML report here")
+    p.add_argument("--json", help="write the full summary and every step as JSON here")
+    p.set_defaults(func=cmd_compare_script, script_args=[])
     p = sub.add_parser("noise-floor", help="run a job against itself (A/A): the smallest speedup resolvable now")
     _spec_args(p)
     p.add_argument("--backend", default="eager", choices=BACKENDS)
@@ -356,6 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("comparison_id", type=int)
     p.add_argument("--out", default="report.html")
     p.set_defaults(func=cmd_report)
+    from ._doctor import cli as doctor_cli
+
+    sub.add_parser("doctor", help="what is installed, what each backend needs, what is missing (and the pip "
+                   "command)").set_defaults(func=doctor_cli)
     from ._cli_tuning import add_subcommands
 
     add_subcommands(sub)
@@ -363,10 +416,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv, script_args = list(sys.argv[1:] if argv is None else argv), None
+    if argv[:1] == ["compare-script"] and "--" in argv:   # the script's own arguments, passed on as they are
+        argv, script_args = argv[:argv.index("--")], argv[argv.index("--") + 1:]
     try:
         a = build_parser().parse_args(argv)
     except SystemExit as exc:   # --help (0), or a usage error already printed in one line (2)
         return exc.code if isinstance(exc.code, int) else 2
+    if script_args is not None:
+        a.script_args = script_args
     try:
         return a.func(a)
     except (ValueError, StoreError) as exc:

@@ -8,6 +8,6 @@ and the self-contained report.
 
 from __future__ import annotations
 
-from ._report import comparison_html, findings_html, summary_table_html
+from ._report import comparison_html, diagnostics_html, findings_html, summary_table_html
 
-__all__ = ["summary_table_html", "findings_html", "comparison_html"]
+__all__ = ["summary_table_html", "findings_html", "diagnostics_html", "comparison_html"]

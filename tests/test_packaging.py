@@ -1,37 +1,105 @@
-"""The project's own promises about setup: pins agree, README opens with the two commands, CI calls them."""
+"""The project's own promises about setup: pyproject.toml holds ranges, constraints.txt the exact tested
+versions (and environment.yml and the package's own copy agree with it), README opens with the two commands,
+CI calls them."""
 
 import re
 import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# what only the Jupyter side needs: never a core dependency (`pip install tcbench` stays small)
+LAB_ONLY = {"jupyterlab", "jupyter-server", "notebook", "ipykernel", "ipython", "ipywidgets", "anywidget", "voila",
+            "nbconvert", "nbclient", "nbformat", "playwright", "pytest-playwright"}
 
 
-def _pins_from_pyproject() -> dict[str, str]:
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    reqs = data["project"]["dependencies"] + data["project"]["optional-dependencies"]["test"]
-    return {re.split("[=<>]", r)[0].lower().replace("_", "-"): r for r in reqs}
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _name(req: str) -> str:
+    return _norm(re.split(r"[=<>!~;\[ ]", req, maxsplit=1)[0])
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _pins_from_constraints() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][^\s]*", line), f"constraints.txt: {line!r}, want name==ver"
+            name, version = line.split("==")
+            assert _norm(name) not in pins, f"constraints.txt pins {name} twice"
+            pins[_norm(name)] = version
+    return pins
 
 
 def _pins_from_environment() -> dict[str, str]:
     pins = {}
     for line in (ROOT / "environment.yml").read_text().splitlines():
-        m = re.match(r"\s*-\s+([A-Za-z0-9_.\-]+==[^\s#]+)", line)
+        m = re.match(r"\s*-\s+([A-Za-z0-9_.\-]+)==([^\s#]+)", line)
         if m:
-            pins[m.group(1).split("==")[0].lower().replace("_", "-")] = m.group(1)
+            pins[_norm(m.group(1))] = m.group(2)
     return pins
 
 
-def test_environment_yml_agrees_with_pyproject():
-    py, env = _pins_from_pyproject(), _pins_from_environment()
-    assert set(py) == set(env), set(py) ^ set(env)
-    for name, req in py.items():
-        assert req.replace("_", "-").lower() == env[name].replace("_", "-").lower(), (req, env[name])
+def test_environment_yml_pins_what_constraints_txt_pins():
+    env, constraints = _pins_from_environment(), _pins_from_constraints()
+    assert env == constraints, {k: (env.get(k), constraints.get(k)) for k in env.keys() | constraints.keys()
+                                if env.get(k) != constraints.get(k)}
+    assert re.search(r"^\s*- -e \.\[lab,xla,test\]\s*$", (ROOT / "environment.yml").read_text(), re.M)
+
+
+def test_pyproject_has_ranges_and_constraints_pins_every_direct_dependency_inside_them():
+    """Every requirement of the core and of each extra is a range (no exact pin), and constraints.txt pins
+    each of them, nothing else, to a version inside its range."""
+    from tcbench._requirements import in_range
+
+    project, pins = _pyproject(), _pins_from_constraints()
+    reqs = list(project["dependencies"]) + [r for extra in project["optional-dependencies"].values() for r in extra
+                                            if _name(r) != "tcbench"]
+    for req in reqs:
+        assert "==" not in req and re.search(r">=[0-9.]+,<[0-9.]+$", req), f"{req}: want a range >=low,<high"
+        assert _name(req) in pins, f"constraints.txt does not pin {_name(req)}"
+        spec = req[len(re.match(r"[A-Za-z0-9_.\-]+", req).group()):]
+        assert in_range(pins[_name(req)], spec), f"constraints.txt pins {_name(req)}=={pins[_name(req)]}, outside {req}"
+    assert set(pins) == {_name(r) for r in reqs}, set(pins) ^ {_name(r) for r in reqs}
+
+
+def test_package_carries_the_pyproject_ranges_and_the_tested_versions():
+    """A pip-installed tcbench has no constraints.txt: its own copies (``tcbench._requirements``) must agree."""
+    from tcbench._requirements import REQUIREMENTS, TESTED
+
+    project = _pyproject()
+    want = {"core": project["dependencies"], **{g: project["optional-dependencies"][g] for g in ("lab", "xla")}}
+    for group, reqs in want.items():
+        assert sorted(r.line for r in REQUIREMENTS if r.group == group) == sorted(reqs), group
+    tested = {_norm(k): v for k, v in TESTED.items()}
+    assert tested == _pins_from_constraints(), "copy constraints.txt into TESTED in tcbench/_requirements.py:\n" + \
+        repr({k: v for k, v in _pins_from_constraints().items()})
+
+
+def test_core_dependencies_hold_no_jupyter_package():
+    project = _pyproject()
+    core = {_name(r) for r in project["dependencies"]}
+    assert not core & LAB_ONLY, core & LAB_ONLY
+    lab = {_name(r) for r in project["optional-dependencies"]["lab"]}
+    assert {"jupyterlab", "ipywidgets", "anywidget", "voila", "nbconvert"} <= lab
+    assert {_name(r) for r in project["optional-dependencies"]["xla"]} == {"torch-xla"}
 
 
 def test_torch_and_torch_xla_pinned_to_the_same_release():
-    py = _pins_from_pyproject()
-    assert py["torch"].split("==")[1] == py["torch-xla"].split("==")[1]
+    pins = _pins_from_constraints()
+    assert pins["torch"] == pins["torch-xla"]
+
+
+def test_make_installs_every_extra_with_the_constraints():
+    make = (ROOT / "Makefile").read_text()
+    rule = re.search(r"^\$\(STAMP\):(.*)$", make, re.M)
+    assert rule and "constraints.txt" in rule.group(1) and "pyproject.toml" in rule.group(1)
+    assert re.search(r'pip install .*-e "\.\[lab,xla,test\]" -c constraints\.txt', make)
 
 
 def test_readme_opens_with_the_two_commands():

@@ -58,7 +58,7 @@ def test_report_module_is_the_one_implementation():
     assert tc.report.summary_table_html is _report.summary_table_html
     assert tc.report.findings_html is _report.findings_html
     assert tc.report.comparison_html is _report.comparison_html
-    assert set(tc.report.__all__) == {"summary_table_html", "findings_html", "comparison_html"}
+    assert set(tc.report.__all__) == {"summary_table_html", "findings_html", "diagnostics_html", "comparison_html"}
 
 
 def test_every_summary_column_has_a_labelled_row(cmp):

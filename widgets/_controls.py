@@ -14,6 +14,7 @@ a few steps, where the tiny BERT classifier stays near ln 2 — a run that shows
 from __future__ import annotations
 
 import html
+import shlex
 from typing import Any, Callable
 
 import ipywidgets as w
@@ -26,11 +27,13 @@ _ERROR_STYLE = "color:#b00020;font-size:12px"
 _HINT_STYLE = "color:#555;font-size:12px"
 # under "More settings"; model, profile, batch size and the backends are always shown
 MORE = ("size", "seq_len", "steps", "warmup_steps", "lr", "rounds", "threads", "precision", "padding", "debug",
-        "stall_s", "timeout_s")
+        "stall_s", "timeout_s", "script", "script_args")
 EAGER_TEXT = "eager (native PyTorch) — the baseline, always runs"
 DEFAULT_SPEC = dict(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=40, warmup_steps=5, lr=2e-3, threads=1)
 DEFAULT_ROUNDS = 3
 THREADS_HELP = "1 thread per job keeps the measurement honest on a shared machine"
+SCRIPT_HELP = ("your own training script (tcbench.track() or tcbench.hf.TcbenchCallback() inside, see examples/): "
+               "when set, Run compares it instead of the model above, each run stopped at Steps")
 STALL_HELP = ("a job that reports nothing (no step, no phase) for max(this, 20 × its median step) seconds is "
               "stopped as stalled")
 
@@ -86,7 +89,7 @@ class Controls:
     """Input widgets, their error labels, and the JobSpec they describe."""
 
     FIELDS = ("model", "size", "profile", "batch_size", "seq_len", "steps", "warmup_steps", "lr", "threads",
-              "precision", "padding", "debug", "stall_s", "timeout_s")
+              "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args")
 
     def __init__(self, defaults: tc.JobSpec | None = None, on_change: Callable[[], None] | None = None):
         d = defaults or tc.JobSpec(**DEFAULT_SPEC)
@@ -107,6 +110,11 @@ class Controls:
         self.stall_s = w.FloatText(value=d.stall_s, continuous_update=False, tooltip=STALL_HELP)
         self.timeout_s = w.FloatText(value=d.timeout_s or 0.0, continuous_update=False,
                                      tooltip="0: no cap (a job that keeps reporting is never killed)")
+        self.script = w.Text(value=d.script or "", placeholder="e.g. examples/train_loop.py", continuous_update=False,
+                             tooltip=SCRIPT_HELP, layout=w.Layout(width="320px"))
+        self.script_args = w.Text(value=shlex.join(d.script_args), placeholder="its own arguments, e.g. --batch-size 8",
+                                  continuous_update=False, layout=w.Layout(width="320px"))
+        self.script_help = w.HTML(f"<span style='{_HINT_STYLE}'>when set, Run compares your script</span>")
         self.rounds = w.IntText(value=DEFAULT_ROUNDS, continuous_update=False, tooltip="rounds alternate the order "
                                 "(A B, then B A, ...); 1 is allowed but gives no run-to-run spread")
         avail = self._avail = backend_availability()
@@ -121,7 +129,7 @@ class Controls:
         self.eager_text.add_class("tcb-backend-eager")
         self.more = w.ToggleButton(value=False, description="More settings", icon="chevron-right",
                                    tooltip="size preset, sequence length, steps, learning rate, rounds, threads, "
-                                           "precision, padding, debug log, stall timeout and total cap",
+                                           "precision, padding, debug log, stall timeout, total cap and your own script",
                                    layout=w.Layout(width="auto"))
         self.more.add_class("tcb-more-settings")
         self.more_summary = w.HTML("")
@@ -146,6 +154,7 @@ class Controls:
             self._row("Threads per job", "threads", None, self.threads_help),
             self._row("Precision", "precision"), self._row("Padding", "padding"), self._row("Debug log", "debug"),
             self._row("Stall timeout (s)", "stall_s"), self._row("Total cap (s, 0 = none)", "timeout_s"),
+            self._row("Your script", "script", None, self.script_help), self._row("Its arguments", "script_args"),
         ], layout=w.Layout(display="none", margin="0 0 0 12px"))
         self.more_box.add_class("tcb-more-settings-section")
         self.validate()
@@ -191,7 +200,9 @@ class Controls:
             f"<span style='{_HINT_STYLE}'>{html.escape(str(self.size.value))} size · seq {self.seq_len.value} · "
             f"{self.steps.value} steps ({self.warmup_steps.value} warmup) · lr {self.lr.value:g} · "
             f"{self.rounds.value} round{'s' if self.rounds.value != 1 else ''} · {threads} "
-            f"thread{'s' if threads != 1 else ''} per job · {html.escape(str(self.precision.value))}</span>")
+            f"thread{'s' if threads != 1 else ''} per job · {html.escape(str(self.precision.value))}"
+            + (f" · your script {html.escape(self.script.value.strip())}" if self.script.value.strip() else "")
+            + "</span>")
 
     # -- values ------------------------------------------------------------------------------
     def selected_backends(self) -> tuple[str, ...]:
@@ -202,6 +213,10 @@ class Controls:
         vals = {name: getattr(self, name).value for name in self.FIELDS}
         vals["lr"] = float(vals["lr"])
         vals["timeout_s"] = vals["timeout_s"] or None   # 0 in the box: no cap
+        vals["script"] = vals["script"].strip() or None
+        vals["script_args"] = shlex.split(vals["script_args"]) if vals["script"] else []
+        if vals["script"]:
+            del vals["model"]   # the runs are shown under the script's file name
         return vals
 
     def set(self, **values: Any) -> None:
@@ -223,8 +238,13 @@ class Controls:
         self.spec, self.error = None, ""
         try:
             spec = tc.JobSpec(**self.values())
+            if spec.script is not None:   # the file is checked here, not when Run is pressed
+                spec = tc.preflight(spec)
         except tc.SpecError as exc:
             self._show_error(str(exc), exc.field)
+            return False
+        except ValueError as exc:   # shlex: an unclosed quote in the script's arguments
+            self._show_error(f"script_args: {exc}", "script_args")
             return False
         if not self.selected_backends():
             self._show_error("backends: tick at least one compiled backend (inductor or xla) to pair with eager",

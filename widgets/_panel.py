@@ -22,7 +22,7 @@ import tcbench as tc
 from ._controls import Controls
 from ._history import History
 from ._live import JobProgress, LiveFigures
-from ._report import failures_html, noise_floor_text, words_html
+from ._report import diagnostics_html, failures_html, noise_floor_text, words_html
 from ._tuning import TuningTab
 
 _CSS = w.HTML("<style>.tcb-panel .widget-label{min-width:0}.tcb-status{font-size:13px}"
@@ -169,9 +169,10 @@ class Workbench:
         self.figures.reset(["eager", *backends], budget_mb=None, rounds=rounds)
         self.summary.value = self.words.value = self.failures.value = ""
         self.comparison = None
-        text = (f"Running eager vs {', '.join(backends)} · {spec.model} ({spec.size}) · batch {spec.batch_size} × seq "
-                f"{spec.seq_len} · {spec.steps} steps ({spec.warmup_steps} warmup) · {rounds} round(s) · "
-                f"{spec.threads} thread(s) per job …")
+        job = (f"{spec.model} ({spec.size}) · batch {spec.batch_size} × seq {spec.seq_len}" if spec.script is None
+               else f"your script {' '.join([spec.model, *spec.script_args])}")
+        text = (f"Running eager vs {', '.join(backends)} · {job} · {spec.steps} steps ({spec.warmup_steps} warmup) · "
+                f"{rounds} round(s) · {spec.threads} thread(s) per job …")
         return self._start(text, rounds, True, lambda stop: tc.compare(spec, backends=backends, rounds=rounds,
                                                                        observer=self._observe, stop=stop),
                            self.show, "comparison")
@@ -286,7 +287,8 @@ class Workbench:
         self.progress.step(job, rec)
         rnd, spec = self._jobs.get(job, (0, None))
         if self._feed_figures and rnd == 0 and spec is not None:  # the curves show round 1; bars every round
-            self.figures.add_step(label, rec, spec.batch_size, rnd)
+            batch = round(rec.samples_s * rec.step_s) if rec.samples_s else spec.batch_size   # a script's own batch
+            self.figures.add_step(label, rec, batch, rnd)
             self.figures.flush()
 
     def _on_end(self, event: dict, job: str, label: str) -> None:
@@ -309,7 +311,7 @@ class Workbench:
         self.comparison = cmp
         summary = cmp.summary()
         self.figures.load(cmp, budget_gb=cmp.spec.memory_budget_gb)   # the checked spec carries the profile's budget
-        self.summary.value = tc.report.summary_table_html(summary)
+        self.summary.value = tc.report.summary_table_html(summary) + diagnostics_html(cmp)
         self.words.value = words_html(summary)
         self.failures.value = failures_html(cmp.results)
         self._refresh_noise_floor()

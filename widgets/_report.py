@@ -1,5 +1,6 @@
 """The comparison in words: per compiled job its verdict (a coloured badge of ``verdict_kind`` and the
-engine's ``verdict`` sentence, interval and break-even included), the noise floor beside it, failures.
+engine's ``verdict`` sentence, interval and break-even included), the noise floor beside it, failures,
+and what the compiler did (graph breaks, recompiles, fallbacks, host transfers).
 
 The table and the verdict badges are tcbench's own (``tc.report``), so the panel and the HTML report
 show one thing one way.
@@ -64,3 +65,10 @@ def failures_html(results: list[Any]) -> str:
     if not lines:
         return ""
     return f"<div style='color:#b00020'><ul style='margin:4px 0'>{''.join(lines)}</ul></div>"
+
+
+def diagnostics_html(cmp: Any) -> str:
+    """Under the summary: every graph break, recompile, CPU fallback and host transfer the compiled jobs reported,
+    with where, why and what to do (tcbench's own table); "" when there was none."""
+    table = tc.report.diagnostics_html(cmp.diagnostics())
+    return f"<h4 style='margin:10px 0 4px'>What the compiler did</h4>{table}" if table else ""

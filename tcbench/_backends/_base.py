@@ -2,7 +2,7 @@
 
 A backend owns the device, the optimizer and the compiled step. The worker calls, in order:
 ``setup`` (device and caches, before any autograd), ``prepare`` (model and optimizer),
-then ``step`` + ``sync`` per optimizer step, and ``counters``/``report`` at the end.
+then ``step`` + ``sync`` per optimizer step, and ``counters``/``diagnostics``/``report`` at the end.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ class Backend(Protocol):
 
     def counters(self) -> dict:
         """Compiler counters: compiles, graph breaks, ... (cheap; read after warmup and at the end)."""
+
+    def diagnostics(self) -> dict:
+        """What the compiler did and where (graph breaks, recompiles, fallbacks, host transfers) as plain data
+        (``tcbench._diagnose.Collector.collect``); ``{}`` for a backend without a compiler."""
 
     def report(self) -> str:
         """The compiler's own report text (kept in the run's artifacts when debug=True)."""

@@ -6,6 +6,7 @@ import importlib.util
 from typing import Any
 
 from .._spec import JobSpec
+from .._factory import loss_of
 from ._base import adamw, autocast_ctx, local_device
 
 
@@ -13,9 +14,9 @@ class EagerBackend:
     name = "eager"
 
     def available(self) -> tuple[bool, str]:
-        if importlib.util.find_spec("torch") is None:
-            return False, "torch is not installed"
-        return True, "native PyTorch"
+        from .._requirements import backend_status
+
+        return backend_status(self.name)   # package metadata only: torch is not imported
 
     def setup(self, spec: JobSpec, cache_dir: str) -> Any:
         self.device = local_device(spec)
@@ -32,7 +33,7 @@ class EagerBackend:
 
     def step(self, batch: dict) -> Any:
         with autocast_ctx(self.device.type, self.spec.precision):
-            loss = self.forward(**batch).loss
+            loss = loss_of(self.forward(**batch))
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.opt)
@@ -57,6 +58,9 @@ class EagerBackend:
         return None
 
     def counters(self) -> dict:
+        return {}
+
+    def diagnostics(self) -> dict:
         return {}
 
     def report(self) -> str:

@@ -19,11 +19,16 @@ class InductorBackend(EagerBackend):
     name = "inductor"
 
     def available(self) -> tuple[bool, str]:
-        if importlib.util.find_spec("torch") is None:
-            return False, "torch is not installed"
-        if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("g++")):
-            return False, "Inductor on CPU needs a C++ compiler (gcc/g++) on PATH"
-        return True, "torch.compile (Inductor)"
+        from .._requirements import backend_status
+
+        return backend_status(self.name)   # torch's metadata and the C++ compiler Inductor calls ($CXX or g++)
+
+    def setup(self, spec: JobSpec, cache_dir: str) -> Any:
+        from .._diagnose import setup as diagnose
+
+        device = super().setup(spec, cache_dir)
+        self.diag = diagnose("inductor")   # before anything is compiled: graph breaks and recompiles from here on
+        return device
 
     def prepare(self, model: Any, spec: JobSpec) -> None:
         import torch
@@ -34,6 +39,13 @@ class InductorBackend(EagerBackend):
         mode = None if spec.compile_mode == "default" else spec.compile_mode
         self.forward = torch.compile(self.model, mode=mode)
         self.opt_step = torch.compile(self.opt.step, mode=mode)
+
+    def step(self, batch: dict) -> Any:
+        with self.diag.step(batch):
+            return super().step(batch)
+
+    def diagnostics(self) -> dict:
+        return self.diag.collect()
 
     def counters(self) -> dict:
         from torch._dynamo.utils import counters

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from .._spec import JobSpec
+from .._factory import loss_of
 from ._base import BackendUnavailable
 
 
@@ -20,11 +21,9 @@ class XlaBackend:
     name = "xla"
 
     def available(self) -> tuple[bool, str]:
-        if importlib.util.find_spec("torch") is None:
-            return False, "torch is not installed"
-        if importlib.util.find_spec("torch_xla") is None:
-            return False, "torch_xla is not installed (pip install torch_xla==<your torch version>)"
-        return True, f"PyTorch/XLA on PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')}"
+        from .._requirements import backend_status
+
+        return backend_status(self.name)   # missing, or a major.minor other than torch's: unavailable, with why
 
     def setup(self, spec: JobSpec, cache_dir: str) -> Any:
         import torch_xla
@@ -38,6 +37,9 @@ class XlaBackend:
                 f"precision={spec.precision!r} needs XLA autocast, which torch_xla supports on TPU and CUDA only; "
                 f"this PJRT device is {xr.device_type()} (use precision='fp32' with the xla backend here)")
         self.device = torch_xla.device()
+        from .._diagnose import setup as diagnose
+
+        self.diag = diagnose("xla")   # compiles, executions and transfers from here on
         return self.device
 
     def prepare(self, model: Any, spec: JobSpec) -> None:
@@ -53,17 +55,21 @@ class XlaBackend:
         return iter(pl.MpDeviceLoader(batches, self.device))
 
     def step(self, batch: dict) -> Any:
+        with self.diag.step(batch):   # this step's input shapes, compiles, transfers and CPU fallbacks
+            return self._step(batch)
+
+    def _step(self, batch: dict) -> Any:
         import torch_xla
 
         if self.spec.precision == "fp32":
-            loss = self.model(**batch).loss
+            loss = loss_of(self.model(**batch))
         else:
             from torch_xla.amp import autocast
 
             import torch
             dtype = torch.bfloat16 if self.spec.precision == "bf16" else torch.float16
             with autocast(self.device, dtype=dtype):
-                loss = self.model(**batch).loss
+                loss = loss_of(self.model(**batch))
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
@@ -95,6 +101,9 @@ class XlaBackend:
                 "executions": int(exec_data[0]) if exec_data else 0,
                 "execute_time_s": float(exec_data[1]) / 1e9 if exec_data else 0.0,
                 "graph_breaks": 0}
+
+    def diagnostics(self) -> dict:
+        return self.diag.collect()
 
     def report(self) -> str:
         import torch_xla.debug.metrics as met

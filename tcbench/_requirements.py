@@ -1,0 +1,189 @@
+"""What tcbench needs, what is installed, and whether each backend can run — read from package metadata.
+
+Nothing here imports torch, torch_xla or any Jupyter package: versions come from ``importlib.metadata``
+and the C++ compiler from ``PATH``, so ``tc.backends()`` and ``tcbench doctor`` answer at once, and they
+answer even where a package is missing or broken.
+
+``REQUIREMENTS`` repeats pyproject.toml's ranges and ``TESTED`` repeats constraints.txt's exact versions
+(a wheel ships neither file); tests/test_packaging.py checks both copies.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+CORE, LAB, XLA = "core", "lab", "xla"
+INSTALL = {CORE: "pip install tcbench", LAB: "pip install 'tcbench[lab]'", XLA: "pip install 'tcbench[xla]'"}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    name: str    # the distribution name, as in pyproject.toml
+    spec: str    # the supported range, as in pyproject.toml ("" = any)
+    group: str   # core, lab or xla
+    why: str     # what tcbench uses it for (and why the lower bound)
+
+    @property
+    def line(self) -> str:
+        return f"{self.name}{self.spec}"
+
+
+# pyproject.toml's [project] dependencies and the lab / xla extras, in its order (a test checks they agree)
+REQUIREMENTS: tuple[Requirement, ...] = (
+    Requirement("torch", ">=2.4,<3", CORE, "training; fused AdamW on CPU since 2.4"),
+    Requirement("transformers", ">=5.0,<6", CORE, "the models (5.x loading defaults)"),
+    Requirement("tokenizers", ">=0.22,<1", CORE, "the shipped tokenizer"),
+    Requirement("optuna", ">=4.9,<6", CORE, "retune_lr; the heartbeat retry API of 4.9"),
+    Requirement("sqlalchemy", ">=1.4.2,<3", CORE, "study storage URLs (optuna's floor)"),
+    Requirement("numpy", ">=1.26,<3", CORE, "data order and statistics"),
+    Requirement("pandas", ">=2.2,<4", CORE, "every table"),
+    Requirement("plotly", ">=6.0,<8", CORE, "charts and the HTML report"),
+    Requirement("tqdm", ">=4.60,<5", CORE, "CLI progress bars"),
+    Requirement("jupyterlab", ">=4.0,<5", LAB, "make lab: the panel in JupyterLab"),
+    Requirement("ipywidgets", ">=8.0,<9", LAB, "the panel's widgets"),
+    Requirement("anywidget", ">=0.9,<1", LAB, "plotly's live FigureWidget"),
+    Requirement("voila", ">=0.5,<0.6", LAB, "make app: the panel as a page"),
+    Requirement("nbconvert", ">=7.0,<8", LAB, "the gallery's HTML copies"),
+    Requirement("nbclient", ">=0.7,<1", LAB, "the gallery executes notebooks"),
+    Requirement("nbformat", ">=5.7,<6", LAB, "the gallery reads notebooks"),
+    Requirement("torch_xla", ">=2.4,<3", XLA, "the xla backend; its major.minor must equal torch's"),
+)
+
+# constraints.txt: the exact versions `make` and CI install (a test checks this copy equals the file)
+TESTED: dict[str, str] = {
+    "torch": "2.9.0", "transformers": "5.23.0", "tokenizers": "0.23.3", "optuna": "5.0.0",
+    "sqlalchemy": "2.1.9", "numpy": "2.4.6", "pandas": "3.1.1", "plotly": "7.1.0", "tqdm": "4.70.1",
+    "jupyterlab": "4.6.6", "ipywidgets": "8.1.9", "anywidget": "0.11.0", "voila": "0.5.13",
+    "nbconvert": "7.17.2", "nbclient": "0.11.0", "nbformat": "5.11.1", "torch_xla": "2.9.0",
+    "pytest": "9.2.0", "pytest-timeout": "2.4.0", "pytest-playwright": "0.10.0", "playwright": "1.65.2",
+    "ipykernel": "7.4.0", "psutil": "7.2.2",
+}
+
+Versions = Mapping[str, "str | None"]
+
+
+def installed_version(name: str) -> str | None:
+    """The installed distribution's version from its metadata, or None when it is not installed."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def installed_versions() -> dict[str, str | None]:
+    """Every requirement's installed version (None: missing)."""
+    return {r.name: installed_version(r.name) for r in REQUIREMENTS}
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The leading numeric release of a version: ``2.9.0+cu128`` -> (2, 9, 0), ``2.10.0.dev2025`` -> (2, 10, 0)."""
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        m = re.match(r"\d+", piece)
+        if not m:
+            break
+        parts.append(int(m.group()))
+        if m.group() != piece:   # 0rc1, 1a2: the release ends here
+            break
+    return tuple(parts)
+
+
+def in_range(version: str, spec: str) -> bool:
+    """Whether ``version`` satisfies a ``>=a,<b`` range (the only form REQUIREMENTS uses); pre-releases count
+    as their release."""
+    v = release(version)
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        op, bound = re.match(r"(>=|<)\s*(.+)", clause).groups()
+        b = release(bound)
+        width = max(len(v), len(b))
+        pv, pb = v + (0,) * (width - len(v)), b + (0,) * (width - len(b))
+        if (op == ">=" and pv < pb) or (op == "<" and pv >= pb):
+            return False
+    return True
+
+
+def package_problem(req: Requirement, version: str | None) -> str | None:
+    """Why ``req`` at ``version`` is a problem (missing, outside the supported range), or None."""
+    if version is None:
+        return "not installed"
+    if not in_range(version, req.spec):
+        return f"{version} is outside the supported range {req.spec}"
+    return None
+
+
+def fix_for(req: Requirement) -> str:
+    """The pip command that installs a supported version of ``req``."""
+    return f"pip install '{req.line}'"
+
+
+def xla_match_command(torch_version: str) -> str:
+    """The pip command for the torch_xla release line that matches ``torch_version``."""
+    major, minor = (release(torch_version) + (0, 0))[:2]
+    return f"pip install 'torch_xla=={major}.{minor}.*'"
+
+
+def xla_mismatch(torch_version: str, xla_version: str) -> str | None:
+    """Why torch_xla ``xla_version`` cannot run with torch ``torch_version`` (their major.minor differ), or None."""
+    if release(torch_version)[:2] == release(xla_version)[:2]:
+        return None
+    return (f"torch_xla {xla_version} does not match torch {torch_version} (their major.minor must be equal): "
+            f"{xla_match_command(torch_version)}")
+
+
+def cpp_compiler(which: Callable[[str], str | None] = shutil.which) -> tuple[str, str | None]:
+    """(name, path or None) of the C++ compiler Inductor calls on CPU: $CXX, else g++ (clang++ on macOS)."""
+    name = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
+    return name, which(name)
+
+
+BACKEND_NEEDS = {
+    "eager": "torch",
+    "inductor": "torch and, on CPU, a C++ compiler",
+    "xla": "torch and torch_xla of the same major.minor",
+}
+
+
+def backend_check(name: str, versions: Versions | None = None,
+                  compiler: tuple[str, str | None] | None = None) -> tuple[bool, str, str | None]:
+    """(available, reason, the command that fixes it or None) of a backend, from installed versions (read
+    from metadata unless given) and, for inductor, the C++ compiler (looked up unless given) — without
+    importing torch. Pure when ``versions`` and ``compiler`` are given."""
+    if name not in BACKEND_NEEDS:
+        raise ValueError(f"backend={name!r} is not allowed; allowed: {', '.join(BACKEND_NEEDS)}")
+    v = dict(versions) if versions is not None else {n: installed_version(n) for n in ("torch", "torch_xla")}
+    torch_v, xla_v = v.get("torch"), v.get("torch_xla")
+    if torch_v is None:
+        return False, f"torch is not installed: {INSTALL[CORE]} (or {fix_for(_req('torch'))})", INSTALL[CORE]
+    if name == "eager":
+        return True, f"native PyTorch (torch {torch_v})", None
+    if name == "inductor":
+        cxx, path = compiler if compiler is not None else cpp_compiler()
+        if path is None:
+            fix = "apt-get install g++ (or conda install gxx), or set CXX"
+            return False, f"Inductor on CPU needs a C++ compiler and {cxx} is not on PATH: {fix}", fix
+        return True, f"torch.compile (Inductor, torch {torch_v}, C++ compiler {path})", None
+    match = xla_match_command(torch_v)
+    if xla_v is None:
+        return False, (f"torch_xla is not installed: {match} (the release that matches torch {torch_v}; "
+                       f"{INSTALL[XLA]} installs the newest)"), match
+    mismatch = xla_mismatch(torch_v, xla_v)
+    if mismatch:
+        return False, mismatch, match
+    return True, f"PyTorch/XLA {xla_v} on PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')}", None
+
+
+def backend_status(name: str, versions: Versions | None = None,
+                   compiler: tuple[str, str | None] | None = None) -> tuple[bool, str]:
+    """(available, reason) of a backend, checked without importing torch (see ``backend_check``)."""
+    ok, reason, _ = backend_check(name, versions, compiler)
+    return ok, reason
+
+
+def _req(name: str) -> Requirement:
+    return next(r for r in REQUIREMENTS if r.name == name)
