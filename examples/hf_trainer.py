@@ -3,13 +3,15 @@
 A tiny BERT (2 layers × 64, random weights built from its configuration: nothing is downloaded) learns the
 shipped sentiment-like reviews (data/task/, tokenized with the shipped tokenizer) as sequence classification.
 
-    python examples/hf_trainer.py --max-steps 40                      # on its own: eager, prints its loss
+    TCBENCH_BACKEND=eager python examples/hf_trainer.py --max-steps 40   # on its own, natively; prints its loss
     tcbench compare-script examples/hf_trainer.py --backends eager,inductor --steps 30 -- --batch-size 8
 
 Under ``compare-script`` each run is a process of its own with ``TCBENCH_BACKEND`` set: ``training_args``
 switches the Trainer's compiler for that backend (``torch_compile`` with Inductor; the XLA device for xla;
 off for the eager baseline) and ``TcbenchCallback`` records every optimizer step and stops the Trainer at the
-job's ``--steps``. Run on its own, without tcbench's environment, both do nothing.
+job's ``--steps``. Run on its own, the callback does nothing and ``training_args`` only applies a
+``TCBENCH_BACKEND`` set by hand (without it, transformers picks its own device: XLA whenever torch_xla is
+installed, where the default fused AdamW cannot run).
 """
 
 from __future__ import annotations

@@ -507,3 +507,23 @@ def test_stall_and_total_cap_are_set_from_the_panel():
     assert panel.controls.spec.timeout_s == 900.0
     panel.controls.set(stall_s=-1.0)
     assert panel.controls.spec is None and "stall_s=-1.0" in panel.controls.errors["stall_s"].value
+
+
+def test_your_own_script_is_compared_from_the_panel(monkeypatch):
+    """'Your script' under More settings: Run compares the script (its arguments split as a shell would);
+    a missing file or an unclosed quote is refused beside its control before anything runs."""
+    calls: list = []
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}, calls=calls))
+    panel = _panel(script="examples/train_loop.py", script_args="--batch-size 4 --lr '3e-3'")
+    spec = panel.controls.spec
+    assert spec.script.endswith("examples/train_loop.py") and spec.script_args == ("--batch-size", "4", "--lr", "3e-3")
+    assert spec.model == "train_loop.py" and "your script" in panel.controls.more_summary.value
+    _run(panel)
+    assert calls[-1]["spec"].script == spec.script and calls[-1]["spec"].script_args == spec.script_args
+    panel.controls.set(script_args="--lr '3e-3")
+    assert panel.controls.spec is None and "script_args" in panel.controls.errors["script_args"].value
+    assert panel.controls.more_open and panel.run_button.disabled
+    panel.controls.set(script_args="", script="no/such/train.py")
+    assert panel.controls.spec is None and "no/such/train.py" in panel.controls.errors["script"].value
+    panel.controls.set(script="")
+    assert panel.controls.spec is not None and panel.controls.spec.script is None and not panel.run_button.disabled
