@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"when": __import__("datetime").date.today().isoformat(),
                      "machine": f"{_cpu_model()}, {len(os.sched_getaffinity(0))} cores", "rounds": a.rounds,
                      "steps": a.steps}
+    if a.only is not None and (HERE / "scripts.json").exists():   # a partial run keeps the other part's figures
+        results = {**json.loads((HERE / "scripts.json").read_text()), **results}
     if a.only in (None, "compare"):
         results["compare"] = compare_examples(names, a.backends.split(","), a.rounds, a.steps)
     if a.only in (None, "overhead"):

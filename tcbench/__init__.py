@@ -24,6 +24,7 @@ from ._maxbatch import MaxBatchResult, find_max_batch
 from ._preflight import check as preflight
 from ._profiles import Profile, profile, profile_names, profiles
 from ._metrics import VERDICT_KINDS, break_even_steps
+from ._noise import LrPrediction, NoiseScale, noise_scale, predict_lr
 from ._results import JobFigures, JobResult, StepRecord
 from ._runner import backend_status, run
 from ._script import compare_script
@@ -63,5 +64,5 @@ __all__ = [
     "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
-    "two_stage", "TwoStageResult", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
+    "two_stage", "TwoStageResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
 ]

@@ -1,4 +1,5 @@
-"""CLI subcommands ``tcbench max-batch`` and ``tcbench retune-lr`` (added by ``cli.build_parser``)."""
+"""CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr`` and ``retune-lr`` (added by
+``cli.build_parser``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ def _progress(event: dict) -> None:
         tail = "pruned" if event["pruned"] else event["status"]
         loss = "" if event["eval_loss"] is None else f", held-out loss {event['eval_loss']:.4f}"
         print(f"[tcbench] trial {event['number']} lr={event['lr']:.3g}: {tail}{loss}", flush=True)
+    elif event["type"] == "prediction":
+        print(f"[tcbench] prediction: {event['text']}", flush=True)
 
 
 def cmd_max_batch(a: argparse.Namespace) -> int:
@@ -38,17 +41,49 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
     from .cli import _print, _spec
 
     res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, n_trials=a.trials, storage=a.storage,
-                       study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps, eval_batches=a.eval_batches,
-                       search_factor=a.search_factor, seed=a.seed, pruner=a.pruner, observer=_progress)
+                    study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps, eval_batches=a.eval_batches,
+                    search_factor=a.search_factor, seed=a.seed, pruner=a.pruner, observer=_progress,
+                    budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer)
+    if res.prediction is None and not a.no_prediction:
+        print(f"note: no noise-scale prediction: {res.prediction_note}")
     _print(res.summary())
-    print(f"trials {len(res.trials)} (pruned {res.n_pruned}, failed {res.n_failed}), wall {res.wall_s:.0f} s, "
-          f"steps run {res.total_steps} vs a plain grid's {res.grid_steps}")
+    print(res.describe())
+    print(f"trials {len(res.trials)} (pruned {res.n_pruned}, failed {res.n_failed}; sampler {res.sampler}), wall "
+          f"{res.wall_s:.0f} s, steps run {res.total_steps} vs a plain grid's {res.grid_steps}")
     if a.trials_table:
         _print(res.trials)
     if a.storage:   # res.storage shows the URL with its password as ***
         hint = "; put the password back in place of ***" if "***" in res.storage else ""
         print(f"study {res.study_name!r} in {res.storage} (optuna-dashboard {res.storage} opens it{hint})")
     return 0 if res.best_lr is not None else 1
+
+
+def cmd_noise_scale(a: argparse.Namespace) -> int:
+    from ._noise import noise_scale
+    from .cli import _spec
+
+    try:
+        ns = noise_scale(_spec(a, "eager"), micro_batches=a.micro_batches)
+    except RuntimeError as exc:   # the job failed: its reason, in one line (the run is stored)
+        print(f"error: {exc}")
+        return 1
+    print(ns.describe())
+    print(f"run {ns.run_id}: tr(Σ) ≈ {ns.tr_sigma:.4g}, |G|² ≈ {ns.g2:.4g} (tcbench predict-lr uses it for this job)")
+    return 0
+
+
+def cmd_predict_lr(a: argparse.Namespace) -> int:
+    from ._noise import predict_lr
+    from .cli import _print, _spec
+
+    try:
+        p = predict_lr(_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches)
+    except RuntimeError as exc:
+        print(f"error: {exc}")
+        return 1
+    _print(p.table())
+    print(p.describe())
+    return 0
 
 
 def add_subcommands(sub: "argparse._SubParsersAction") -> None:
@@ -74,10 +109,27 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
                    help="'store' (tcbench's SQLite file) or a database URL; resumes, retries the trials of killed "
                         "workers (heartbeat), never prints the password")
     p.add_argument("--study-name", default=None)
-    p.add_argument("--sampler", default="tpe", choices=["tpe", "random"])
-    p.add_argument("--pruner", default="median", choices=["median", "halving", "none"])
-    p.add_argument("--tune-steps", type=int, default=None, help="steps per trial (default: --steps)")
+    p.add_argument("--sampler", default="auto", choices=["auto", "gp", "tpe", "random"],
+                   help="auto: Optuna's GPSampler up to 20 trials, else TPE")
+    p.add_argument("--pruner", default="halving", choices=["halving", "median", "none"],
+                   help="halving: successive halving from a third of each trial's steps")
+    p.add_argument("--budget", default="equal_samples", choices=["equal_samples", "equal_steps"],
+                   help="equal_samples: each trial trains steps x old/new batch steps (as many samples as the baseline)")
+    p.add_argument("--no-prediction", action="store_true", help="skip the noise-scale prediction (and its job)")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"], help="the prediction's form")
+    p.add_argument("--tune-steps", type=int, default=None, help="the baseline's steps (default: --steps)")
     p.add_argument("--eval-batches", type=int, default=8, help="held-out batches for the objective")
-    p.add_argument("--search-factor", type=float, default=4.0, help="search [min(rules)/f, max(rules)*f]")
+    p.add_argument("--search-factor", type=float, default=4.0, help="search [min(guesses)/f, max(guesses)*f]")
     p.add_argument("--trials-table", action="store_true", help="also print every trial")
     p.set_defaults(func=cmd_retune_lr)
+    p = sub.add_parser("noise-scale", help="measure the gradient noise scale of the native job (McCandlish B_simple)")
+    _spec_args(p)
+    p.add_argument("--micro-batches", type=int, default=2, help="micro-batches per step (divides --batch-size)")
+    p.set_defaults(func=cmd_noise_scale)
+    p = sub.add_parser("predict-lr", help="the learning rate for a new batch size from the gradient noise scale")
+    _spec_args(p)
+    p.add_argument("--new-batch-size", type=int, required=True)
+    p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],
+                   help="adam: the surge form (tcbench trains with AdamW); sgd: McCandlish's form")
+    p.add_argument("--micro-batches", type=int, default=2, help="for the noise-scale job when none is stored")
+    p.set_defaults(func=cmd_predict_lr)

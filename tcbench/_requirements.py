@@ -40,6 +40,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
     Requirement("transformers", ">=5.0,<6", CORE, "the models (5.x loading defaults)"),
     Requirement("tokenizers", ">=0.22,<1", CORE, "the shipped tokenizer"),
     Requirement("optuna", ">=4.9,<6", CORE, "retune_lr; the heartbeat retry API of 4.9"),
+    Requirement("scipy", ">=1.11,<2", CORE, "Optuna's GPSampler (retune_lr's default up to 20 trials)"),
     Requirement("sqlalchemy", ">=1.4.2,<3", CORE, "study storage URLs (optuna's floor)"),
     Requirement("numpy", ">=1.26,<3", CORE, "data order and statistics"),
     Requirement("pandas", ">=2.2,<4", CORE, "every table"),
@@ -57,7 +58,7 @@ REQUIREMENTS: tuple[Requirement, ...] = (
 
 # constraints.txt: the exact versions `make` and CI install (a test checks this copy equals the file)
 TESTED: dict[str, str] = {
-    "torch": "2.9.0", "transformers": "5.23.0", "tokenizers": "0.23.3", "optuna": "5.0.0",
+    "torch": "2.9.0", "transformers": "5.23.0", "tokenizers": "0.23.3", "optuna": "5.0.0", "scipy": "1.17.1",
     "sqlalchemy": "2.1.9", "numpy": "2.4.6", "pandas": "3.1.1", "plotly": "7.1.0", "tqdm": "4.70.1",
     "jupyterlab": "4.6.6", "ipywidgets": "8.1.9", "anywidget": "0.11.0", "voila": "0.5.13",
     "nbconvert": "7.17.2", "nbclient": "0.11.0", "nbformat": "5.11.1", "torch_xla": "2.9.0",

@@ -15,11 +15,13 @@ The wait ends when the job's process exits, even if something else still holds i
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -408,8 +410,13 @@ def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: 
         result.extra["sched"] = {k: v for k, v in msg.items() if k != "type"}
     elif kind == "counters":
         result.extra["counters_after_warmup"] = msg["counters"]
-    elif kind == "eval":
-        result.extra["eval_loss"] = msg["eval_loss"]
+    elif kind == "eval":   # the held-out loss per batch; "initial": before the first step (did it learn?)
+        key = "eval_loss_initial" if msg.get("when") == "initial" else "eval_loss"
+        losses = [float(x) for x in msg.get("losses") or [msg["eval_loss"]]]
+        result.extra[key] = msg["eval_loss"]
+        result.extra[key.replace("loss", "losses")] = losses
+        if len(losses) > 1:
+            result.extra[key + "_se"] = statistics.stdev(losses) / math.sqrt(len(losses))
     elif kind == "log":
         notify({"type": "log", **base, "line": msg["line"]})
     elif kind == "end":
@@ -426,6 +433,8 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, ending: str,
         result.extra["counters"] = counters
         if end.get("diagnostics"):   # graph breaks, recompiles, fallbacks, host transfers: where and why
             result.extra["diagnostics"] = end["diagnostics"]
+        if end.get("noise"):   # the gradient noise scale from the steady steps' micro-batch gradient norms
+            _noise_scale(result, spec, end["noise"])
         if end.get("traceback"):
             result.extra["traceback"] = end["traceback"]
         warm = result.extra.get("counters_after_warmup") or {}
@@ -446,6 +455,21 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, ending: str,
         result.status = "failed"
         result.error = f"the job process exited with code {returncode} before reporting; log tail:\n" + result.log_tail[-1500:]
     _set_figures(result, spec, probe, recompiles_after_warmup=recompiles, graph_breaks=graph_breaks)
+
+
+def _noise_scale(result: JobResult, spec: JobSpec, samples: list[dict]) -> None:
+    from ._noise import estimate
+
+    result.extra["noise_samples"] = samples
+    steady = samples[spec.warmup_steps:]
+    steady = steady[len(steady) // 2:] if len(steady) >= 4 else steady   # it grows as the loss falls: the later half
+    try:
+        est = estimate(steady, spec.batch_size, spec.batch_size // spec.noise_micro_batches, run_id=result.run_id,
+                       seed=spec.seed)
+    except ValueError as exc:   # too few steady steps (the job ended early)
+        result.extra["noise_scale_error"] = str(exc)
+        return
+    result.extra["noise_scale"] = est.to_dict()
 
 
 def _script_ending(result: JobResult, returncode: int) -> tuple[str, str]:

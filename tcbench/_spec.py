@@ -142,6 +142,9 @@ class JobSpec:
     inside) run instead of tcbench's loop, with ``script_args``; model, size, dataset, padding, lr and
     batch size are then the script's business (``batch_size`` is only the fallback for samples/s when the
     script does not say), and ``steps`` caps the steps it is measured for.
+    noise_micro_batches: 0 (off), or k >= 2 dividing ``batch_size``: each step's gradient is taken over k
+    micro-batches separately (the same update) to measure the gradient noise scale (``tcbench._noise``;
+    eager, fp32 only); the estimate is ``JobResult.extra["noise_scale"]``.
     """
 
     model: str = "bert-base-cased"
@@ -169,6 +172,7 @@ class JobSpec:
     eval_batches: int = 0
     script: str | None = None
     script_args: tuple[str, ...] = ()
+    noise_micro_batches: int = 0
 
     def __post_init__(self) -> None:
         self._check_choice("backend", self.backend, BACKENDS)
@@ -211,6 +215,23 @@ class JobSpec:
         self._number("memory_budget_gb", 0, open_low=True, optional=True)
         self._number("stall_s", 0, open_low=True)
         self._number("timeout_s", 0, open_low=True, optional=True)
+        self._check_noise()
+
+    def _check_noise(self) -> None:
+        self._number("noise_micro_batches", 0, whole=True)
+        k = self.noise_micro_batches
+        if k == 0:
+            return
+        if k == 1 or k > self.batch_size or self.batch_size % k:
+            divisors = [d for d in range(2, self.batch_size + 1) if self.batch_size % d == 0]
+            raise SpecError("noise_micro_batches", k, f"0 (off) or a divisor >= 2 of batch_size={self.batch_size}: "
+                            f"{', '.join(map(str, divisors)) or 'none (batch_size 1 cannot be split)'}")
+        for name, value, allowed in (("backend", self.backend, "'eager'"), ("precision", self.precision, "'fp32'"),
+                                     ("script", self.script, "None")):
+            if value != {"backend": "eager", "precision": "fp32", "script": None}[name]:
+                raise SpecError(name, value, allowed, f"{name}={value!r} cannot measure the gradient noise scale "
+                                f"(noise_micro_batches={k}); it needs {name}={allowed}: the noise scale is a property "
+                                "of the model and data, measured on the native job")
 
     def _check_script(self) -> None:
         if self.script is None:

@@ -1,17 +1,27 @@
-"""Retune the learning rate after a batch-size change, with Optuna.
+"""Retune the learning rate after a batch-size change, with Optuna — starting from a prediction.
 
-From ``spec.lr`` at ``spec.batch_size`` and k = new_batch_size / batch_size, the two classic
-guesses are enqueued first — the linear rule (lr·k) and the square-root rule (lr·√k) — then the
-sampler (TPE by default, seeded) searches lr log-uniformly in
-[min(rules) / search_factor, max(rules) · search_factor].
+From ``spec.lr`` at ``spec.batch_size`` (B0) and k = new_batch_size / B0, four guesses are enqueued first: the
+noise-scale prediction (``tcbench._noise``: the gradient noise scale measured on the native job, stored or
+measured now, and the surge form for Adam), the linear rule (lr·k), the square-root rule (lr·√k) and the original
+lr. Then the sampler (Optuna's GPSampler for up to 20 trials, else TPE; seeded) searches lr log-uniformly in
+[min(guesses) / search_factor, max(guesses) · search_factor].
+
+**Budget**: by default every trial trains on as many samples as the baseline (``budget="equal_samples"``:
+steps × B0 / B1 steps), the comparison every scaling rule assumes; ``budget="equal_steps"`` trains every trial
+``steps`` steps (k× the samples).
 
 **Objective** (minimised): the mean cross-entropy on ``eval_batches`` batches of the held-out
 ``eval`` split, computed by the job after its training steps (no grad, eval mode), at the new
-batch size. Every trial is a real ``tc.run`` job in its own process and a stored run.
+batch size, with its standard error over those batches. The job also evaluates the same batches before its
+first step: a trial whose held-out loss did not fall beyond noise (paired over the batches: mean drop > 2 SE)
+"learned nothing" and can never be the best; a study in which no trial learned names no best. The best is
+compared with each guess on the same batches: it beats a guess only beyond noise. Every trial is a real
+``tc.run`` job in its own process and a stored run.
 
 **Pruning**: every ``report_every`` steps the mean training loss of that window is reported
 (``trial.report``); when the pruner says so, the job's stop event is set (the job ends
-``interrupted``) and the trial is pruned. A trial whose loss became NaN/inf (``diverged``) or that
+``interrupted``) and the trial is pruned. The default is successive halving from a third of the steps on
+(``min_resource``): judged earlier, small learning rates win by falling fastest at first (Wu et al. 2018). A trial whose loss became NaN/inf (``diverged``) or that
 failed is marked FAIL with its reason in ``user_attrs``; the study goes on.
 
 **Storage**: ``None`` keeps the study in memory; ``"store"`` puts it in tcbench's own SQLite file;
@@ -48,7 +58,11 @@ from ._spec import JobSpec
 from ._store import Store
 from ._tuning_storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons, open_storage
 
-TRIAL_COLUMNS = ["number", "lr", "value", "state", "rule", "status", "steps_run", "duration_s", "run_id", "reason"]
+TRIAL_COLUMNS = ["number", "lr", "value", "value_se", "learned", "state", "rule", "status", "steps_run", "duration_s",
+                 "run_id", "reason"]
+BUDGETS = ("equal_samples", "equal_steps")
+GUESSES = {"prediction": "noise-scale prediction", "linear": "linear rule (lr·k)", "sqrt": "square-root rule (lr·√k)",
+           "original": "original lr"}
 
 
 class _Either:
@@ -73,15 +87,18 @@ class RetuneResult:
     k: float
     low: float
     high: float
-    steps: int
+    steps: int                 # each trial's training steps
+    budget: str                # "equal_samples" (steps = base steps × B0/B1) or "equal_steps"
     study_name: str
     storage: str | None
+    guesses: dict              # name ("prediction", "linear", "sqrt", "original", "extraN") -> lr, enqueue order
+    prediction: Any            # tcbench.LrPrediction, or None (why: prediction_note)
+    prediction_note: str
     best_lr: float | None
     best_value: float | None
-    linear_lr: float
-    linear_value: float | None
-    sqrt_lr: float
-    sqrt_value: float | None
+    best_se: float | None
+    nothing_learned: bool
+    beats: dict                # guess name -> True (best is lower beyond noise), False (within noise), None (unknown)
     trials: pd.DataFrame
     intermediate: pd.DataFrame
     n_pruned: int
@@ -89,16 +106,70 @@ class RetuneResult:
     wall_s: float
     total_steps: int
     grid_steps: int
+    sampler: str = "auto"
     comparison_id: int | None = None
     study: Any = field(default=None, repr=False)
 
+    @property
+    def linear_lr(self) -> float:
+        return self.guesses["linear"]
+
+    @property
+    def sqrt_lr(self) -> float:
+        return self.guesses["sqrt"]
+
+    @property
+    def linear_value(self) -> float | None:
+        return self.value_of("linear")
+
+    @property
+    def sqrt_value(self) -> float | None:
+        return self.value_of("sqrt")
+
+    def value_of(self, guess: str) -> float | None:
+        """The held-out loss of a guess's completed trial (None: not run, pruned or failed)."""
+        return _rule_value(self.trials, self.guesses[guess]) if guess in self.guesses else None
+
     def summary(self) -> pd.DataFrame:
-        """The rules and the search side by side: lr, held-out loss, lr ÷ linear-rule lr."""
-        rows = [("linear rule (lr·k)", self.linear_lr, self.linear_value),
-                ("square-root rule (lr·√k)", self.sqrt_lr, self.sqrt_value),
-                ("Optuna best", self.best_lr, self.best_value)]
-        return pd.DataFrame([dict(guess=g, lr=lr, eval_loss=v, vs_linear=None if lr is None else lr / self.linear_lr)
-                             for g, lr, v in rows])
+        """Each guess and the search side by side: lr, held-out loss ± SE, lr ÷ original lr, and whether the best
+        is lower than it beyond noise."""
+        rows = []
+        for name, lr in self.guesses.items():
+            hit = self._trial(lr)
+            rows.append(dict(guess=GUESSES.get(name, f"your guess {name[5:]}" if name.startswith("extra") else name),
+                             lr=lr, eval_loss=self.value_of(name), eval_loss_se=hit.get("value_se"),
+                             learned=hit.get("learned"), vs_original=lr / self.spec.lr,
+                             best_beats_it={True: "yes", False: "no (within noise)"}.get(self.beats.get(name), "—")))
+        best = self._trial(self.best_lr) if self.best_lr is not None else {}
+        rows.append(dict(guess="Optuna best" if not self.nothing_learned else "Optuna best: none (nothing learned)",
+                         lr=self.best_lr, eval_loss=self.best_value, eval_loss_se=self.best_se,
+                         learned=best.get("learned"), vs_original=None if self.best_lr is None else self.best_lr / self.spec.lr,
+                         best_beats_it="—"))
+        return pd.DataFrame(rows)
+
+    def _trial(self, lr: float | None) -> dict:
+        hit = self.trials[(self.trials["lr"] == lr) & (self.trials["state"] == "COMPLETE")]
+        return {} if hit.empty else hit.iloc[0].to_dict()
+
+    def describe(self) -> str:
+        """The outcome in words: the budget, the best (or that nothing learned), and the guesses it beats."""
+        budget = (f"equal samples ({self.steps} steps at batch {self.new_batch_size} = {self.spec.steps} at "
+                  f"{self.spec.batch_size})" if self.budget == "equal_samples" else f"equal steps ({self.steps})")
+        if self.nothing_learned:
+            return (f"Nothing learned: no trial's held-out loss fell beyond noise ({budget}); no best is named — "
+                    "train longer (steps) or widen the range")
+        if self.best_lr is None:
+            return f"No trial completed ({budget})."
+        beaten = [GUESSES.get(n, n) for n, b in self.beats.items() if b]
+        tied = [GUESSES.get(n, n) for n, b in self.beats.items() if b is False]
+        text = f"Best lr {self.best_lr:.3g}: held-out loss {self.best_value:.4f}"
+        text += f" ± {self.best_se:.4f}" if self.best_se is not None else ""
+        text += f" ({budget})."
+        if beaten:
+            text += f" Beats beyond noise: {', '.join(beaten)}."
+        if tied:
+            text += f" Within noise of: {', '.join(tied)}."
+        return text
 
     def plots(self) -> dict:
         """Plotly figures: ``history``, ``lr`` (objective vs lr, both rules marked), ``intermediate``."""
@@ -111,7 +182,7 @@ class RetuneResult:
     def __repr__(self) -> str:
         return (f"RetuneResult(batch {self.spec.batch_size}->{self.new_batch_size}, best_lr={self.best_lr}, "
                 f"linear_lr={self.linear_lr:.3g}, sqrt_lr={self.sqrt_lr:.3g}, trials={len(self.trials)}, "
-                f"pruned={self.n_pruned}, failed={self.n_failed})")
+                f"pruned={self.n_pruned}, failed={self.n_failed}, budget={self.budget})")
 
 
 def rule_lrs(lr: float, old_batch: int, new_batch: int) -> tuple[float, float]:
@@ -120,31 +191,54 @@ def rule_lrs(lr: float, old_batch: int, new_batch: int) -> tuple[float, float]:
     return lr * k, lr * math.sqrt(k)
 
 
+SAMPLERS = ("auto", "gp", "tpe", "random")
+PRUNERS = ("halving", "median", "none")
+
+
+def sampler_name(sampler: Any, n_trials: int) -> str:
+    """'auto' is Optuna's GPSampler (a Gaussian process: few trials, one dimension) up to 20 trials, else TPE."""
+    if sampler == "auto":
+        import importlib.util
+
+        return "gp" if n_trials <= 20 and importlib.util.find_spec("scipy") is not None else "tpe"
+    return sampler
+
+
 def _make_sampler(sampler: Any, seed: int, n_trials: int):
     import optuna
 
     if not isinstance(sampler, str):
         return sampler
-    if sampler == "tpe":
+    name = sampler_name(sampler, n_trials)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=min(4, max(n_trials - 1, 1)))
+    if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(4, max(n_trials - 1, 1)))
-    if sampler == "random":
+    if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    raise ValueError(f"sampler={sampler!r} is not allowed; use 'tpe', 'random' or an optuna sampler")
+    raise ValueError(f"sampler={sampler!r} is not allowed; use {', '.join(map(repr, SAMPLERS))} or an optuna sampler")
+
+
+def min_resource(steps: int) -> int:
+    """The first rung of successive halving: a third of the trial's steps (at least 2). Judging a trial earlier
+    favours small learning rates, which fall fastest at first (the short-horizon bias, Wu et al. 2018)."""
+    return max(2, steps // 3)
 
 
 def _make_pruner(pruner: Any, steps: int):
-    """'median': after the two rule trials, from half the steps on, stop trials worse than the median."""
+    """'halving': successive halving from a third of the steps on (rungs ×3); 'median': after two trials, from
+    half the steps on, stop trials worse than the median; 'none'."""
     import optuna
 
     if not isinstance(pruner, str):
         return pruner
+    if pruner == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=min_resource(steps), reduction_factor=3)
     if pruner == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=steps // 2)
-    if pruner == "halving":
-        return optuna.pruners.SuccessiveHalvingPruner()
     if pruner == "none":
         return optuna.pruners.NopPruner()
-    raise ValueError(f"pruner={pruner!r} is not allowed; use 'median', 'halving', 'none' or an optuna pruner")
+    raise ValueError(f"pruner={pruner!r} is not allowed; use {', '.join(map(repr, PRUNERS))} or an optuna pruner")
 
 
 def _check(spec: JobSpec, new_batch_size: int, n_trials: int, search_factor: float, eval_batches: int,
@@ -236,13 +330,14 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
             ctx["lost"] = True
             raise _Lost(f"trial {trial.number} was failed by another process and retried there")
         for key, val in (("run_id", res.run_id), ("status", res.status), ("steps_run", len(res.records)),
-                         ("reason", res.error[:300])):
+                         ("reason", res.error[:300]), ("value_se", res.extra.get("eval_loss_se")),
+                         ("eval_losses", res.extra.get("eval_losses")), ("learned", learned(res.extra))):
             trial.set_user_attr(key, val)
         ctx["observer"]({"type": "trial", "number": trial.number, "lr": lr, "status": res.status,
                          "pruned": state["pruned_at"] is not None, "eval_loss": res.extra.get("eval_loss")})
         if state["pruned_at"] is not None:
             trial.set_user_attr("status", "pruned")
-            reason = f"pruned at step {state['pruned_at']}: training loss above the median"
+            reason = f"pruned at step {state['pruned_at']}: its training loss ranked among the worst at that step"
             if res.status == "ok":   # the job's last steps were already in the pipe when the pruner decided
                 reason += f"; the job had already finished its {len(res.records)} steps when the stop arrived"
             trial.set_user_attr("reason", reason)
@@ -258,6 +353,25 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
         return float(value)
 
     return objective
+
+
+def learned(extra: dict) -> bool | None:
+    """Whether the held-out loss fell beyond noise: the mean drop over the same batches (before the first step →
+    after the last) exceeds 2 standard errors of the paired differences. None: not evaluated before and after."""
+    before, after = extra.get("eval_losses_initial"), extra.get("eval_losses")
+    if not before or not after or len(before) != len(after):
+        return None
+    return _lower_beyond_noise(after, before)
+
+
+def _lower_beyond_noise(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether losses ``a`` are lower than ``b`` (the same batches, paired) by more than 2 standard errors."""
+    import statistics
+
+    diff = [y - x for x, y in zip(a, b)]
+    mean = sum(diff) / len(diff)
+    se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+    return mean > 0 and mean > 2 * se
 
 
 def _fixed_lr(t: Any) -> float | None:
@@ -280,10 +394,12 @@ def _prepare_study(study: Any, storage: Any, rules: dict[str, float]) -> None:
     fail_stale(study, storage)
     trials = study.get_trials(deepcopy=False)
     beat = heartbeat_on(storage)
+    queued: set[float] = set()
     for name, lr in rules.items():
-        if not any(_fixed_lr(t) == lr and (_counts(t) or t.state.name == "WAITING"
-                                           or (beat and t.state.name == "RUNNING")) for t in trials):
+        if lr not in queued and not any(_fixed_lr(t) == lr and (_counts(t) or t.state.name == "WAITING"
+                                                               or (beat and t.state.name == "RUNNING")) for t in trials):
             study.enqueue_trial({"lr": lr}, user_attrs={"rule": name})
+        queued.add(lr)
 
 
 def _optimize(study: Any, objective: Callable, ctx: dict, n_trials: int) -> None:
@@ -334,7 +450,8 @@ def trials_frame(study: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
         dur = None
         if t.datetime_start and t.datetime_complete:
             dur = (t.datetime_complete - t.datetime_start).total_seconds()
-        rows.append(dict(number=t.number, lr=t.params.get("lr", _fixed_lr(t)), value=t.value, state=t.state.name,
+        rows.append(dict(number=t.number, lr=t.params.get("lr", _fixed_lr(t)), value=t.value,
+                         value_se=t.user_attrs.get("value_se"), learned=t.user_attrs.get("learned"), state=t.state.name,
                          rule=t.user_attrs.get("rule", ""), status=t.user_attrs.get("status", ""),
                          steps_run=t.user_attrs.get("steps_run", 0), duration_s=dur,
                          run_id=t.user_attrs.get("run_id"),
@@ -351,70 +468,136 @@ def _rule_value(trials: pd.DataFrame, lr: float) -> float | None:
 
 
 def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: Any = None,
-              study_name: str | None = None, sampler: Any = "tpe", steps: int | None = None, eval_batches: int = 8,
+              study_name: str | None = None, sampler: Any = "auto", steps: int | None = None, eval_batches: int = 8,
               search_factor: float = 4.0, observer: Callable[[dict], None] | None = None,
               stop: threading.Event | None = None, store: Store | None = None, seed: int = 0,
-              pruner: Any = "median", report_every: int | None = None,
-              extra_lrs: Sequence[float] = ()) -> RetuneResult:
+              pruner: Any = "halving", report_every: int | None = None,
+              extra_lrs: Sequence[float] = (), budget: str = "equal_samples", noise: Any = True,
+              optimizer: str = "adam") -> RetuneResult:
     """Find the learning rate for ``new_batch_size``, starting from ``spec.lr`` at ``spec.batch_size``.
 
     Runs until the study holds ``n_trials`` trials that count (a resumed study only runs the rest;
     trials whose process died or that the user stopped do not count; see the module docstring).
-    ``steps`` defaults to ``spec.steps``; the intermediate value is reported every ``report_every``
-    steps (default steps // 10). ``extra_lrs``: your own guesses, enqueued after the two rules (the
-    search range widens to include them). Observers get the runner's events plus ``{"type": "trial", ...}``.
+    ``steps``: the baseline's steps (default ``spec.steps``); each trial trains ``steps × B0 / B1`` of them
+    (``budget="equal_samples"``) or ``steps`` (``"equal_steps"``). ``noise``: True uses the noise scale stored
+    for this job or measures it (one native job), a ``NoiseScale`` is used as given, False skips the prediction.
+    ``optimizer``: the prediction's form ("adam": tcbench's jobs train with AdamW; "sgd"). The intermediate value
+    is reported every ``report_every`` steps (default steps // 10). ``extra_lrs``: your own guesses, enqueued after
+    the others (the range widens to include them). Observers get the runner's events plus
+    ``{"type": "trial", ...}`` and ``{"type": "prediction", ...}``.
     """
     import optuna
 
-    steps = spec.steps if steps is None else steps
-    _check(spec, new_batch_size, n_trials, search_factor, eval_batches, steps)
+    base = spec.steps if steps is None else steps
+    _check(spec, new_batch_size, n_trials, search_factor, eval_batches, base)
+    if budget not in BUDGETS:
+        raise ValueError(f"budget={budget!r} is not allowed; allowed: {', '.join(map(repr, BUDGETS))}")
+    if sampler_name(sampler, n_trials) not in SAMPLERS and isinstance(sampler, str):
+        raise ValueError(f"sampler={sampler!r} is not allowed; use {', '.join(map(repr, SAMPLERS))} or an optuna sampler")
+    if isinstance(pruner, str) and pruner not in PRUNERS:
+        raise ValueError(f"pruner={pruner!r} is not allowed; use {', '.join(map(repr, PRUNERS))} or an optuna pruner")
+    from ._noise import OPTIMIZERS
+
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(map(repr, OPTIMIZERS))}")
+    trial_steps = base if budget == "equal_steps" else max(2, round(base * spec.batch_size / new_batch_size))
     spec = preflight(spec)   # once, before the study is created or any trial starts
-    report_every = report_every or max(1, steps // 10)
+    report_every = report_every or max(1, trial_steps // 10)
     store = store or Store()
-    linear, sqrt = rule_lrs(spec.lr, spec.batch_size, new_batch_size)
     extras = _check_extras(extra_lrs)
-    low = min(min(linear, sqrt) / search_factor, *extras) if extras else min(linear, sqrt) / search_factor
-    high = max(max(linear, sqrt) * search_factor, *extras) if extras else max(linear, sqrt) * search_factor
     backend_storage, url = open_storage(storage, store.path)   # a bad URL is a SpecError before any job starts
+    notify = observer or (lambda e: None)
+    prediction, note = _predict(spec, new_batch_size, noise, optimizer, store, notify, stop)
+    linear, sqrt = rule_lrs(spec.lr, spec.batch_size, new_batch_size)
+    guesses: dict[str, float] = {}
+    for name, lr in ((("prediction", prediction.lr),) if prediction else ()) + (
+            ("linear", linear), ("sqrt", sqrt), ("original", spec.lr), *((f"extra{i}", x) for i, x in enumerate(extras))):
+        guesses[name] = lr   # a guess equal to an earlier one shares its trial (_prepare_study enqueues it once)
+    low, high = min(guesses.values()) / search_factor, max(guesses.values()) * search_factor
     name = study_name or (f"retune-{spec.model}-{spec.size}-{spec.backend}-b{spec.batch_size}-lr{spec.lr:g}"
                           f"-to-b{new_batch_size}-s{seed}")
     study = optuna.create_study(storage=backend_storage, study_name=name, direction="minimize", load_if_exists=True,
-                                sampler=_make_sampler(sampler, seed, n_trials), pruner=_make_pruner(pruner, steps))
-    _check_resume(study, dict(new_batch_size=new_batch_size, low=low, high=high, steps=steps,
+                                sampler=_make_sampler(sampler, seed, n_trials), pruner=_make_pruner(pruner, trial_steps))
+    _check_resume(study, dict(new_batch_size=new_batch_size, low=low, high=high, steps=trial_steps, budget=budget,
                               eval_batches=eval_batches, spec=spec.to_json()))
-    guesses = {"linear": linear, "sqrt": sqrt, **{f"extra{i}": lr for i, lr in enumerate(extras)}}
     _prepare_study(study, backend_storage, guesses)
     cid = store.insert_comparison("retune", spec, [spec.backend], n_trials,
-                                  dict(study_name=name, storage=url, new_batch_size=new_batch_size, low=low, high=high))
-    ctx = dict(low=low, high=high, new_batch=new_batch_size, steps=steps, eval_batches=eval_batches, store=store,
-               report_every=report_every, stop=stop, observer=observer or (lambda e: None), comparison_id=cid,
+                                  dict(study_name=name, storage=url, new_batch_size=new_batch_size, low=low, high=high,
+                                       budget=budget, steps=trial_steps, guesses=guesses))
+    ctx = dict(low=low, high=high, new_batch=new_batch_size, steps=trial_steps, eval_batches=eval_batches, store=store,
+               report_every=report_every, stop=stop, observer=notify, comparison_id=cid,
                storage=backend_storage, heartbeat=heartbeat_on(backend_storage), lost=False)
     t0, status = time.monotonic(), "interrupted"   # unless the loop ends on its own
     try:
         _optimize(study, _objective(spec, ctx), ctx, n_trials)
         status = "interrupted" if stop is not None and stop.is_set() else "done"
     finally:
-        result = _result(spec, study, new_batch_size, low, high, steps, url, time.monotonic() - t0, cid)
+        result = _result(spec, study, new_batch_size, low, high, trial_steps, url, time.monotonic() - t0, cid,
+                         budget=budget, guesses=guesses, prediction=prediction, note=note,
+                         sampler=sampler_name(sampler, n_trials) if isinstance(sampler, str) else type(sampler).__name__)
         store.finish_comparison(cid, status, {"study_name": name, "storage": url, "best_lr": result.best_lr,
                                               "best_value": result.best_value, "linear_lr": linear, "sqrt_lr": sqrt,
+                                              "predicted_lr": prediction.lr if prediction else None,
+                                              "nothing_learned": result.nothing_learned, "budget": budget,
                                               "n_pruned": result.n_pruned, "total_steps": result.total_steps})
     return result
 
 
+def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: Store, notify: Callable,
+             stop: Any) -> tuple[Any, str]:
+    """(the noise-scale prediction or None, why not); measuring the noise scale is one native job when needed."""
+    from ._noise import NoiseScale, noise_scale, predict, stored_noise_scale
+
+    if noise is False or noise is None:
+        return None, "no prediction asked for (noise=False)"
+    if not isinstance(noise, (NoiseScale, bool)):
+        raise ValueError(f"noise={noise!r} is not allowed; use True (stored or measured), False or a tcbench.NoiseScale")
+    if noise is True:
+        noise = stored_noise_scale(spec, store)
+    if noise is None:
+        if spec.backend != "eager" or spec.precision != "fp32" or spec.batch_size % 2:
+            return None, (f"the noise scale is measured on an eager fp32 job with an even batch; this one is "
+                          f"{spec.backend} {spec.precision} at batch {spec.batch_size}")
+        try:
+            noise = noise_scale(spec, 2, notify, stop, store)
+        except RuntimeError as exc:
+            return None, str(exc)
+    p = predict(noise, spec.lr, spec.batch_size, new_batch, optimizer)
+    notify({"type": "prediction", "lr": p.lr, "low": p.low, "high": p.high, "b_noise": noise.b_simple,
+            "text": p.describe()})
+    return p, ""
+
+
 def _result(spec: JobSpec, study: Any, new_batch: int, low: float, high: float, steps: int, url: str | None,
-            wall_s: float, cid: int) -> RetuneResult:
+            wall_s: float, cid: int, budget: str, guesses: dict, prediction: Any, note: str,
+            sampler: str) -> RetuneResult:
     trials, inter = trials_frame(study)
-    linear, sqrt = rule_lrs(spec.lr, spec.batch_size, new_batch)
     counted = [_counts(t) for t in study.get_trials(deepcopy=False)]
     done = trials[pd.Series(counted, index=trials.index, dtype=bool)] if counted else trials
     complete = trials[trials["state"] == "COMPLETE"]
-    best = complete.loc[complete["value"].idxmin()] if not complete.empty else None
+    judged = complete[complete["learned"].map(lambda v: v is not False)]   # None: not evaluated before, kept
+    nothing = not complete.empty and judged.empty
+    best = judged.loc[judged["value"].idxmin()] if not judged.empty else None
+    losses = {t.number: t.user_attrs.get("eval_losses") for t in study.get_trials(deepcopy=False)}
+    beats: dict[str, bool | None] = {}
+    if best is not None:
+        mine = losses.get(int(best["number"]))
+        for name, lr in guesses.items():
+            hit = complete[complete["lr"] == lr]
+            theirs = losses.get(int(hit["number"].iloc[0])) if not hit.empty else None
+            if hit.empty or float(hit["lr"].iloc[0]) == float(best["lr"]):
+                beats[name] = None
+            elif mine and theirs and len(mine) == len(theirs):
+                beats[name] = _lower_beyond_noise(mine, theirs)
+            else:
+                beats[name] = None
     return RetuneResult(
         spec=spec, new_batch_size=new_batch, k=new_batch / spec.batch_size, low=low, high=high, steps=steps,
-        study_name=study.study_name, storage=url,
-        best_lr=None if best is None else float(best["lr"]), best_value=None if best is None else float(best["value"]),
-        linear_lr=linear, linear_value=_rule_value(trials, linear), sqrt_lr=sqrt, sqrt_value=_rule_value(trials, sqrt),
-        trials=trials, intermediate=inter, n_pruned=int((trials["state"] == "PRUNED").sum()),
-        n_failed=int((trials["state"] == "FAIL").sum()), wall_s=wall_s,
-        total_steps=int(done["steps_run"].fillna(0).sum()), grid_steps=len(done) * steps, comparison_id=cid,
-        study=study)
+        budget=budget, study_name=study.study_name, storage=url, guesses=guesses, prediction=prediction,
+        prediction_note=note, best_lr=None if best is None else float(best["lr"]),
+        best_value=None if best is None else float(best["value"]),
+        best_se=None if best is None or best.get("value_se") is None or pd.isna(best.get("value_se")) else float(best["value_se"]),
+        nothing_learned=nothing, beats=beats, trials=trials, intermediate=inter,
+        n_pruned=int((trials["state"] == "PRUNED").sum()), n_failed=int((trials["state"] == "FAIL").sum()),
+        wall_s=wall_s, total_steps=int(done["steps_run"].fillna(0).sum()), grid_steps=len(done) * steps,
+        sampler=sampler, comparison_id=cid, study=study)

@@ -247,6 +247,10 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     else:
         it = (_data.batch_on_device(b, device) for b in batches)
     budget = None if spec.memory_budget_gb is None else spec.memory_budget_gb * 2**30
+    if spec.eval_batches and not spec.compiled:   # the untrained model's held-out loss: did training learn?
+        chan.send("phase", phase="eval")
+        losses = evaluate(spec, backend, work, device)
+        chan.send("eval", when="initial", eval_loss=sum(losses) / len(losses), losses=losses)
     chan.send("phase", phase="compiling" if spec.compiled else "warmup")
     steady_from: tuple | None = None    # (wall, cpu, schedstat wait) when the steady steps began
     for step in range(spec.steps):
@@ -281,7 +285,8 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     _send_sched(chan, steady_from)
     if spec.eval_batches:
         chan.send("phase", phase="eval")
-        chan.send("eval", eval_loss=evaluate(spec, backend, work, device))
+        losses = evaluate(spec, backend, work, device)
+        chan.send("eval", eval_loss=sum(losses) / len(losses), losses=losses)
     _finish(chan, backend, spec, run_dir, "ok", "")
 
 
@@ -298,8 +303,9 @@ def _send_sched(chan: _Channel, since: tuple | None) -> None:
               steal_share=steal)
 
 
-def evaluate(spec: JobSpec, backend, work: "Workload", device) -> float:
-    """Mean loss over ``spec.eval_batches`` batches of the held-out split (no grad, eval mode)."""
+def evaluate(spec: JobSpec, backend, work: "Workload", device) -> list[float]:
+    """The loss of each of ``spec.eval_batches`` batches of the held-out split (no grad, eval mode; the same
+    batches every time, so two evaluations of one job are paired batch by batch)."""
     import torch
 
     from . import _data
@@ -316,9 +322,9 @@ def evaluate(spec: JobSpec, backend, work: "Workload", device) -> float:
             import torch_xla
 
             torch_xla.sync()
-        total = float(torch.stack(losses).float().mean())
+        values = [float(x) for x in torch.stack(losses).float().cpu()]
     model.train()
-    return total
+    return values
 
 
 def _finish(chan: _Channel, backend, spec: JobSpec, run_dir: str, status: str, error: str) -> None:
@@ -328,7 +334,9 @@ def _finish(chan: _Channel, backend, spec: JobSpec, run_dir: str, status: str, e
         with open(path, "w") as f:
             f.write(backend.report())
         chan.send("log", line=f"[tcbench] compiler report written to {path}")
-    chan.send("end", status=status, error=error, counters=counters, diagnostics=backend.diagnostics())
+    noise = backend.noise_samples() if hasattr(backend, "noise_samples") else []
+    chan.send("end", status=status, error=error, counters=counters, diagnostics=backend.diagnostics(),
+              **({"noise": noise} if noise else {}))
 
 
 def _die_with_parent() -> None:

@@ -168,4 +168,8 @@ def test_cli_subcommands_parse():
     a = ap.parse_args(["max-batch", "--backends", "eager", "--budget-gb", "0.1", "--seq-len", "32", "--start", "16"])
     assert a.func is cmd_max_batch and a.budget_gb == 0.1 and a.start == 16 and a.max_batch == 4096
     a = ap.parse_args(["retune-lr", "--new-batch-size", "64", "--trials", "5", "--storage", "sqlite:///x.db"])
-    assert a.func is cmd_retune_lr and a.new_batch_size == 64 and a.trials == 5 and a.pruner == "median"
+    assert a.func is cmd_retune_lr and a.new_batch_size == 64 and a.trials == 5 and a.pruner == "halving"
+    assert a.budget == "equal_samples" and a.sampler == "auto" and not a.no_prediction and a.optimizer == "adam"
+    a = ap.parse_args(["predict-lr", "--new-batch-size", "64", "--optimizer", "sgd"])
+    assert a.new_batch_size == 64 and a.optimizer == "sgd" and a.micro_batches == 2
+    assert ap.parse_args(["noise-scale", "--micro-batches", "4"]).micro_batches == 4

@@ -25,6 +25,11 @@ def test_find_max_batch_then_retune_then_use_lr():
     xs = [x for t in tab.fig.data[:3] for x in t.x]
     assert len(xs) >= 3                                   # every finished trial drawn
     assert list(tab.fig.data[3].x) == [pytest.approx(2e-3)] * 2          # linear rule: 1e-3 × 8/4
+    assert r.budget == "equal_samples" and r.steps == 4 and r.prediction is not None   # 8 steps at 4 = 4 at 8
+    assert "Predicted from the gradient noise scale" in tab.message.value
+    if r.nothing_learned:   # tiny BERT near ln 2 after 4 steps: the panel says so and offers no lr
+        assert "Nothing learned" in tab.message.value and tab.use_button.disabled
+        return
     assert not tab.use_button.disabled
     tab.use_lr()
     assert panel.controls.spec.lr == pytest.approx(r.best_lr) and panel.controls.spec.batch_size == 8

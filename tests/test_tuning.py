@@ -15,7 +15,19 @@ from tcbench import JobSpec
 from tcbench._results import JobResult, StepRecord
 from tcbench._tuning import retune_lr, rule_lrs
 
+LEGACY = dict(noise=False, budget="equal_steps", pruner="median", sampler="tpe")   # the study mechanics
+
 OPT = 3e-3   # the fake job's best learning rate
+
+
+def _noise_job(spec):
+    """The noise-scale job of the fake: B_noise far above the batches, so the prediction is the square-root rule."""
+    from tcbench._noise import NoiseScale
+
+    res = JobResult(spec=spec, status="ok", run_id=999)
+    res.extra["noise_scale"] = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
+                                          batch_size=spec.batch_size, micro_batch=spec.batch_size // 2, steps=10).to_dict()
+    return res
 
 
 def _fake_run(calls: list, honour_stop: bool = True):
@@ -23,7 +35,9 @@ def _fake_run(calls: list, honour_stop: bool = True):
 
     honour_stop=False: the job finishes all its steps whatever the stop event says (a real job whose last
     records were still in the pipe when the pruner decided)."""
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+        if spec.noise_micro_batches:   # a prediction's noise-scale job (not counted in calls)
+            return _noise_job(spec)
         calls.append(spec)
         notify = observer or (lambda e: None)
         res = JobResult(spec=spec, status="ok", run_id=len(calls))
@@ -40,9 +54,13 @@ def _fake_run(calls: list, honour_stop: bool = True):
             if not math.isfinite(loss):
                 res.status, res.error = "diverged", f"loss became nan at step {step}"
                 return res
-        res.extra["eval_loss"] = loss + 0.02
+        res.extra.update(eval_loss=loss + 0.02, eval_losses=[loss + 0.02 + d for d in SPREAD],
+                         eval_losses_initial=[0.72 + d for d in SPREAD], eval_loss_se=0.004)
         return res
     return run
+
+
+SPREAD = (-0.01, 0.0, 0.01, 0.005)   # the fake's per-batch held-out losses around their mean
 
 
 @pytest.fixture
@@ -63,24 +81,73 @@ def test_rules():
     assert lin == pytest.approx(4e-3) and sq == pytest.approx(2e-3)
 
 
-def test_rules_run_first_then_search_in_range(fake, store):
+def test_prediction_rules_and_original_run_first_at_equal_samples(fake, store):
     res = retune_lr(SPEC, 32, n_trials=8, seed=0, store=store)
     t = res.trials.sort_values("number")
-    assert list(t.rule[:2]) == ["linear", "sqrt"]
-    assert t.lr.iloc[0] == pytest.approx(4e-3) and t.lr.iloc[1] == pytest.approx(2e-3)
+    assert list(t.rule[:4]) == ["prediction", "linear", "sqrt", "original"]
+    # the fake's noise scale is far above the batches: the surge form gives (nearly) the square-root rule
+    assert t.lr.iloc[0] == pytest.approx(2e-3, rel=0.02) and res.prediction.noise.b_simple == 1e5
+    assert list(t.lr.iloc[1:4]) == pytest.approx([4e-3, 2e-3, 1e-3])
     assert all(res.low <= lr <= res.high for lr in t.lr)
-    assert res.low == pytest.approx(2e-3 / 4) and res.high == pytest.approx(4e-3 * 4)
+    assert res.low == pytest.approx(1e-3 / 4) and res.high == pytest.approx(4e-3 * 4)   # the original lr is in range
+    # equal samples: 20 steps at batch 8 = 5 steps at batch 32
+    assert res.budget == "equal_samples" and res.steps == 5 and {s.steps for s in fake} == {5}
     assert [s.batch_size for s in fake] == [32] * len(fake) and all(s.eval_batches == 8 for s in fake)
-    assert res.best_value <= res.linear_value and res.best_value <= res.sqrt_value
-    assert res.linear_value is not None and res.sqrt_value is not None
-    assert res.total_steps <= res.grid_steps == 8 * 20
+    values = [res.value_of(name) for name in res.guesses]
+    assert all(res.best_value <= v for v in values if v is not None) and values[0] is not None
+    assert res.best_se == 0.004 and not res.nothing_learned and res.sampler == "gp"
+    assert res.total_steps <= res.grid_steps == 8 * 5
+    s = res.summary()
+    assert list(s.guess) == ["noise-scale prediction", "linear rule (lr·k)", "square-root rule (lr·√k)",
+                             "original lr", "Optuna best"]
+    assert "equal samples (5 steps at batch 32 = 20 at 8)" in res.describe()
     assert set(res.plots()) == {"history", "lr", "intermediate"}
     assert (store.comparisons().kind == "retune").any()
 
 
+def test_equal_steps_is_the_option_and_the_result_says_so(fake, store):
+    res = retune_lr(SPEC, 32, n_trials=3, seed=0, budget="equal_steps", noise=False, store=store)
+    assert res.budget == "equal_steps" and {s.steps for s in fake} == {20} and res.prediction is None
+    assert list(res.trials.sort_values("number").rule) == ["linear", "sqrt", "original"]
+    assert "equal steps (20)" in res.describe()
+
+
+def test_the_best_is_told_apart_from_each_guess_only_beyond_noise(fake, store):
+    res = retune_lr(SPEC, 32, n_trials=6, seed=0, noise=False, pruner="none", store=store)
+    best = res.trials[res.trials.lr == res.best_lr].iloc[0]
+    for name, lr in res.guesses.items():
+        theirs = res.value_of(name)
+        if theirs is None or lr == res.best_lr:
+            assert res.beats[name] is None
+        else:   # the fake's batches are the same offsets around each trial's loss: the gap itself decides
+            assert res.beats[name] == (theirs - best.value > 1e-9), (name, theirs, best.value)
+
+
+def test_a_study_in_which_nothing_learned_names_no_best(monkeypatch, store):
+    import tcbench._runner as runner
+
+    calls: list = []
+    inner = _fake_run(calls)
+
+    def flat(spec, *a, **k):   # every trial's held-out loss stays where it started (within noise)
+        res = inner(spec, *a, **k)
+        if not spec.noise_micro_batches:
+            res.extra.update(eval_losses=[0.72 + d for d in reversed(SPREAD)], eval_loss=0.72 + sum(SPREAD) / 4)
+        return res
+
+    monkeypatch.setattr(runner, "run", flat)
+    res = retune_lr(SPEC, 32, n_trials=4, seed=0, noise=False, pruner="none", store=store)
+    complete = res.trials[res.trials.state == "COMPLETE"]
+    assert len(complete) >= 3 and (complete.learned == False).all()   # noqa: E712
+    assert res.nothing_learned and res.best_lr is None and res.best_value is None
+    assert res.describe().startswith("Nothing learned") and "no best is named" in res.describe()
+    assert res.summary().guess.iloc[-1] == "Optuna best: none (nothing learned)"
+    assert store.comparisons().info_json.iloc[-1].count('"nothing_learned": true') == 1
+
+
 def test_pruning_and_nan_do_not_stop_the_study(fake, store):
     # search_factor 50 puts lr > 0.015 in range: those trials diverge (FAIL), the study carries on
-    res = retune_lr(SPEC, 32, n_trials=14, seed=1, sampler="random", search_factor=50.0, store=store)
+    res = retune_lr(SPEC, 32, n_trials=14, seed=1, search_factor=50.0, store=store, **{**LEGACY, "sampler": "random"})
     states = res.trials.state.value_counts().to_dict()
     assert len(res.trials) == 14
     assert states.get("PRUNED", 0) >= 1, res.trials
@@ -97,7 +164,7 @@ def test_pruned_after_the_job_finished_is_pruned_and_says_so(monkeypatch, store)
     import tcbench._runner as runner
 
     monkeypatch.setattr(runner, "run", _fake_run([], honour_stop=False))
-    res = retune_lr(SPEC, 32, n_trials=14, seed=1, sampler="random", search_factor=50.0, store=store)
+    res = retune_lr(SPEC, 32, n_trials=14, seed=1, search_factor=50.0, store=store, **{**LEGACY, "sampler": "random"})
     pruned = res.trials[res.trials.state == "PRUNED"]
     assert len(pruned) >= 1, res.trials
     assert (pruned.steps_run == 20).all() and pruned.reason.str.contains("already finished its 20 steps").all()
@@ -107,7 +174,9 @@ def test_pruned_after_the_job_finished_is_pruned_and_says_so(monkeypatch, store)
 @pytest.mark.parametrize("kw,field", [(dict(new_batch_size=0), "new_batch_size"), (dict(n_trials=0), "n_trials"),
                                        (dict(search_factor=0.5), "search_factor"), (dict(sampler="grid"), "sampler"),
                                        (dict(pruner="x"), "pruner"), (dict(storage="nope"), "storage"),
-                                       (dict(eval_batches=0), "eval_batches"), (dict(steps=1), "steps")])
+                                       (dict(eval_batches=0), "eval_batches"), (dict(steps=1), "steps"),
+                                       (dict(budget="samples"), "budget"), (dict(noise="yes"), "noise"),
+                                       (dict(optimizer="lion"), "optimizer")])
 def test_bad_input(kw, field, store, fake):
     args = dict(new_batch_size=32, store=store) | kw
     with pytest.raises(ValueError, match=field):
@@ -115,10 +184,10 @@ def test_bad_input(kw, field, store, fake):
 
 
 def test_extra_guess_that_diverges_is_failed_not_fatal(fake, store):
-    res = retune_lr(SPEC, 32, n_trials=5, seed=0, extra_lrs=[0.5], store=store)
+    res = retune_lr(SPEC, 32, n_trials=5, seed=0, extra_lrs=[0.5], store=store, **LEGACY)
     t = res.trials.sort_values("number")
-    assert list(t.rule[:3]) == ["linear", "sqrt", "extra0"] and res.high == pytest.approx(0.5)
-    assert t.state.iloc[2] == "FAIL" and t.status.iloc[2] == "diverged" and "nan" in t.reason.iloc[2]
+    assert list(t.rule[:4]) == ["linear", "sqrt", "original", "extra0"] and res.high == pytest.approx(0.5 * 4)
+    assert t.state.iloc[3] == "FAIL" and t.status.iloc[3] == "diverged" and "nan" in t.reason.iloc[3]
     assert len(t) == 5 and res.best_lr is not None
 
 
@@ -159,7 +228,7 @@ TASK = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, s
 @pytest.mark.integration
 def test_real_retune_rules_first_pruning_and_no_worse_than_linear(store):
     """TPE seed 0, 6 trials of 30 steps at batch 32 (k = 4), held-out loss over 4 eval batches."""
-    res = retune_lr(TASK, 32, n_trials=6, seed=0, eval_batches=4, search_factor=10.0, store=store)
+    res = retune_lr(TASK, 32, n_trials=6, seed=0, eval_batches=4, search_factor=10.0, store=store, **LEGACY)
     t = res.trials.sort_values("number")
     assert list(t.rule[:2]) == ["linear", "sqrt"], t
     assert t.lr.iloc[0] == pytest.approx(4e-3) and t.lr.iloc[1] == pytest.approx(2e-3)
@@ -180,3 +249,16 @@ def test_real_retune_rules_first_pruning_and_no_worse_than_linear(store):
     assert len(stopped) + len(finished) == len(pruned), pruned
 
 # A study process SIGKILLed mid-trial and resumed, with a diverging extra guess: tests/test_tuning_faults.py
+
+
+def test_a_prediction_equal_to_a_rule_shares_its_trial(fake, store):
+    from tcbench import NoiseScale
+
+    unresolved = NoiseScale(b_simple=None, low=None, high=None, tr_sigma=1.0, g2=-1e-3, batch_size=8, micro_batch=4,
+                            steps=10)   # |G|² not resolved: the square-root limit exactly
+    res = retune_lr(SPEC, 32, n_trials=4, seed=0, noise=unresolved, pruner="none", store=store)
+    assert res.guesses["prediction"] == res.guesses["sqrt"] == pytest.approx(2e-3)
+    t = res.trials.sort_values("number")
+    assert list(t.rule[:3]) == ["prediction", "linear", "original"] and (t.lr == res.sqrt_lr).sum() == 1
+    assert res.sqrt_value is not None and res.sqrt_value == res.value_of("prediction")
+    assert list(res.summary().guess[:2]) == ["noise-scale prediction", "linear rule (lr·k)"]

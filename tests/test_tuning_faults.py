@@ -27,17 +27,31 @@ from tcbench._results import JobResult, StepRecord
 from tcbench._spec import SpecError
 from tcbench._tuning import retune_lr, rule_lrs
 
+LEGACY = dict(noise=False, budget="equal_steps")   # the study mechanics: the rules first, every trial `steps` long
+
 SPEC = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, steps=20, warmup_steps=1, lr=1e-3,
                dropout=0.0, threads=1)
 LINEAR, SQRT = rule_lrs(1e-3, 8, 32)
 ENGINE = {"connect_args": {"timeout": 60}}
 
 
+def _noise_job(spec):
+    """The noise-scale job of the fake: B_noise far above the batches, so the prediction is the square-root rule."""
+    from tcbench._noise import NoiseScale
+
+    res = JobResult(spec=spec, status="ok", run_id=999)
+    res.extra["noise_scale"] = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
+                                          batch_size=spec.batch_size, micro_batch=spec.batch_size // 2, steps=10).to_dict()
+    return res
+
+
 def _fake_run(calls: list, interrupt_call: int | None = None):
     """A stand-in for tcbench._runner.run: a loss curve best near lr 3e-3; honours the stop event like the runner.
 
     interrupt_call=n: the n-th job raises KeyboardInterrupt at its step 3 (the runner re-raises it, run recorded)."""
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+        if spec.noise_micro_batches:   # a prediction's noise-scale job (not counted in calls)
+            return _noise_job(spec)
         calls.append(spec)
         notify = observer or (lambda e: None)
         res = JobResult(spec=spec, status="ok", run_id=len(calls))
@@ -98,10 +112,10 @@ def test_dead_workers_trial_is_failed_as_stale_and_retried(fake, store, tmp_path
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     kw = dict(storage=url, study_name="s", seed=0, pruner="none", store=store)
-    first = retune_lr(SPEC, 32, n_trials=1, **kw)          # the linear rule ran; the sqrt rule is waiting
+    first = retune_lr(SPEC, 32, **LEGACY, n_trials=1, **kw)          # the linear rule ran; the sqrt rule is waiting
     _, _, dead = _other_worker(url, "s", first.low, first.high)
     dead.report(0.5, 2)                                    # ... and that worker is killed mid-trial
-    res = retune_lr(SPEC, 32, n_trials=3, **kw)
+    res = retune_lr(SPEC, 32, **LEGACY, n_trials=3, **kw)
     trials = optuna.load_study(study_name="s", storage=url).get_trials()
     was = trials[dead.number]
     assert was.state.name == "FAIL" and was.user_attrs["rule"] == "sqrt" and was.params["lr"] == pytest.approx(SQRT)
@@ -118,16 +132,16 @@ def test_dead_workers_trial_is_failed_as_stale_and_retried(fake, store, tmp_path
 def test_trial_left_running_without_a_heartbeat_is_failed_after_the_grace_period(fake, store, tmp_path, short_grace):
     """A RUNNING trial with no heartbeat at all (an older tcbench, or ask() outside optimize) cannot hang a resume."""
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    first = retune_lr(SPEC, 32, n_trials=3, storage=url, study_name="s", seed=0, store=store)
+    first = retune_lr(SPEC, 32, **LEGACY, n_trials=3, storage=url, study_name="s", seed=0, store=store)
     _other_worker(url, "s", first.low, first.high, beat=False)
-    again = retune_lr(SPEC, 32, n_trials=6, storage=url, study_name="s", seed=0, store=store)
+    again = retune_lr(SPEC, 32, **LEGACY, n_trials=6, storage=url, study_name="s", seed=0, store=store)
     t = again.trials
     assert len(t) == 7 and (t.state == "FAIL").sum() == 1, t
     assert "without a heartbeat" in t[t.state == "FAIL"].reason.iloc[0]
     assert list(t.number[:3]) == list(first.trials.number) and list(t.lr[:3]) == list(first.trials.lr)
     assert len(fake) == 3 + 3          # only the missing trials ran; the rules were not run twice
     with pytest.raises(ValueError, match="other settings"):
-        retune_lr(SPEC, 64, n_trials=6, storage=url, study_name="s", store=store)
+        retune_lr(SPEC, 64, **LEGACY, n_trials=6, storage=url, study_name="s", store=store)
 
 
 def test_a_live_trial_of_another_process_survives_a_resume(fake, store, tmp_path):
@@ -135,7 +149,7 @@ def test_a_live_trial_of_another_process_survives_a_resume(fake, store, tmp_path
     runs only its own share and waits for the other's last trial."""
     url = f"sqlite:///{tmp_path / 'study.db'}"
     kw = dict(storage=url, study_name="s", seed=0, pruner="none", store=store)
-    first = retune_lr(SPEC, 32, n_trials=1, **kw)
+    first = retune_lr(SPEC, 32, **LEGACY, n_trials=1, **kw)
     storage, study, live = _other_worker(url, "s", first.low, first.high)   # the sqrt rule, running elsewhere
     errors: list = []
 
@@ -155,7 +169,7 @@ def test_a_live_trial_of_another_process_survives_a_resume(fake, store, tmp_path
     beat = threading.Thread(target=other_process)
     beat.start()
     try:
-        res = retune_lr(SPEC, 32, n_trials=3, **kw)
+        res = retune_lr(SPEC, 32, **LEGACY, n_trials=3, **kw)
     finally:
         beat.join(timeout=400)
     assert not errors, errors
@@ -188,7 +202,7 @@ def test_a_trial_another_process_took_for_dead_is_left_to_it(fake, store, tmp_pa
                 optuna.storages.RetryHeartbeatStaleTrialCallback()(study, other.get_trial(trial._trial_id))
             taken.append(trial.number)
 
-    res = retune_lr(SPEC, 32, n_trials=3, storage=url, study_name="s", seed=0, pruner="none", store=store,
+    res = retune_lr(SPEC, 32, **LEGACY, n_trials=3, storage=url, study_name="s", seed=0, pruner="none", store=store,
                     observer=take_over_at_step_4)
     trials = optuna.load_study(study_name="s", storage=url).get_trials()
     assert taken == [0] and trials[0].state.name == "FAIL" and "status" not in trials[0].user_attrs
@@ -209,14 +223,14 @@ def test_a_stopped_trial_does_not_count_and_its_rule_guess_runs_again(fake, stor
             stop.set()
 
     kw = dict(storage=url, study_name="s", seed=0, pruner="none", store=store)
-    first = retune_lr(SPEC, 32, n_trials=3, stop=stop, observer=stop_at_step_4, **kw)
+    first = retune_lr(SPEC, 32, **LEGACY, n_trials=3, stop=stop, observer=stop_at_step_4, **kw)
     t = first.trials.set_index("number")
     assert t.state[0] == "FAIL" and t.status[0] == "interrupted" and "does not count" in t.reason[0], t
     assert len(fake) == 1 and first.grid_steps == 0
     waiting = t[t.state == "WAITING"]
     assert ((waiting.rule == "linear") & (waiting.lr == LINEAR)).sum() == 1, t    # enqueued again at once
     assert store.comparison_row(first.comparison_id)["status"] == "interrupted"
-    res = retune_lr(SPEC, 32, n_trials=3, **kw)
+    res = retune_lr(SPEC, 32, **LEGACY, n_trials=3, **kw)
     trials = optuna.load_study(study_name="s", storage=url).get_trials()
     assert _counted(trials) == 3 and len(fake) == 1 + 3
     assert res.linear_value is not None and (res.trials.rule == "linear").sum() == 2
@@ -233,23 +247,24 @@ def test_a_keyboard_interrupt_does_not_count_and_its_rule_guess_runs_again(store
     url = f"sqlite:///{tmp_path / 'study.db'}"
     kw = dict(storage=url, study_name="s", seed=0, pruner="none", store=store)
     with pytest.raises(KeyboardInterrupt):
-        retune_lr(SPEC, 32, n_trials=2, **kw)
+        retune_lr(SPEC, 32, **LEGACY, n_trials=2, **kw)
     trials = optuna.load_study(study_name="s", storage=url).get_trials()
     assert trials[0].state.name == "FAIL" and trials[0].user_attrs["status"] == "interrupted"
     assert "KeyboardInterrupt" in trials[0].user_attrs["reason"]
-    assert [(t.user_attrs["rule"], t.state.name) for t in trials[1:]] == [("sqrt", "WAITING"), ("linear", "WAITING")]
+    assert [(t.user_attrs["rule"], t.state.name) for t in trials[1:]] == [("sqrt", "WAITING"), ("original", "WAITING"),
+                                                                          ("linear", "WAITING")]
     assert store.comparisons().status.tolist() == ["interrupted"]
-    res = retune_lr(SPEC, 32, n_trials=2, **kw)
-    assert len(calls) == 1 + 2 and res.linear_value is not None and res.sqrt_value is not None
+    res = retune_lr(SPEC, 32, **LEGACY, n_trials=2, **kw)
+    assert len(calls) == 1 + 2 and res.sqrt_value is not None and res.value_of("original") is not None
     assert _counted(optuna.load_study(study_name="s", storage=url).get_trials()) == 2
 
 
 def test_storage_store_and_in_memory_still_work(fake, store):
-    res = retune_lr(SPEC, 32, n_trials=2, storage="store", study_name="s", store=store)
+    res = retune_lr(SPEC, 32, **LEGACY, n_trials=2, storage="store", study_name="s", store=store)
     assert res.storage == f"sqlite:///{store.path}"
-    again = retune_lr(SPEC, 32, n_trials=3, storage="store", study_name="s", store=store)
+    again = retune_lr(SPEC, 32, **LEGACY, n_trials=3, storage="store", study_name="s", store=store)
     assert len(again.trials) == 3 and len(fake) == 3
-    mem = retune_lr(SPEC, 32, n_trials=2, storage=None, store=store)
+    mem = retune_lr(SPEC, 32, **LEGACY, n_trials=2, storage=None, pruner="none", store=store)
     assert mem.storage is None and len(mem.trials[mem.trials.state == "COMPLETE"]) == 2
 
 
@@ -270,7 +285,7 @@ def test_bad_storage_url_is_a_named_error_before_anything_starts(url, why, fake,
     (tmp_path / "junk.db").write_text("not a database, but a file with text in it" * 100)
     url = url.replace("{tmp}", str(tmp_path))
     with pytest.raises(SpecError) as err:
-        retune_lr(SPEC, 32, n_trials=2, storage=url, store=store)
+        retune_lr(SPEC, 32, **LEGACY, n_trials=2, storage=url, store=store)
     exc, text = err.value, str(err.value)
     assert isinstance(exc, ValueError) and exc.field == "storage" and text.startswith("storage=")
     assert why in text and "allowed: None (in memory), 'store'" in text and "\n" not in text, text
@@ -283,7 +298,7 @@ def test_the_password_is_never_stored_or_printed(fake, store, tmp_path, capsys, 
     from tcbench import cli
 
     url = f"sqlite:///file:{tmp_path / 'study.db'}?uri=true&password=secret"   # SQLite ignores the password
-    res = retune_lr(SPEC, 32, n_trials=2, storage=url, study_name="s", store=store)
+    res = retune_lr(SPEC, 32, **LEGACY, n_trials=2, storage=url, study_name="s", store=store)
     assert res.storage == f"sqlite:///file:{tmp_path / 'study.db'}?uri=true&password=***"
     assert "secret" not in repr(res) and "secret" not in str(res.summary())
     info = store.comparisons().info_json.iloc[0]
@@ -376,7 +391,7 @@ def test_study_whose_worker_is_sigkilled_mid_trial_retries_it_and_leaves_nothing
     script = textwrap.dedent(f"""
         from tcbench import JobSpec, Store
         from tcbench._tuning import retune_lr
-        retune_lr(JobSpec.from_json({TASK.to_json()!r}), 16, store=Store({str(tmp_path / 't.db')!r}), **{kw!r})
+        retune_lr(JobSpec.from_json({TASK.to_json()!r}), 16, noise=False, budget='equal_steps', store=Store({str(tmp_path / 't.db')!r}), **{kw!r})
     """)
     log = open(tmp_path / "child.log", "w")
     proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True, stdout=log, stderr=log)
@@ -398,7 +413,7 @@ def test_study_whose_worker_is_sigkilled_mid_trial_retries_it_and_leaves_nothing
     done = {(t.number, t.params["lr"], t.value) for t in before if t.state.name == "COMPLETE"}
     assert 1 <= len(done) < 4
 
-    res = retune_lr(TASK, 16, store=Store(tmp_path / "t2.db"), **kw)
+    res = retune_lr(TASK, 16, **LEGACY, store=Store(tmp_path / "t2.db"), **kw)
     trials = optuna.load_study(study_name="killed", storage=url).get_trials()
     dead = trials[killed]
     assert dead.state.name == "FAIL" and not dead.user_attrs.get("status"), dead

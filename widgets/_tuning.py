@@ -160,10 +160,10 @@ class TuningTab:
                                    observer=observer, stop=self._stop)
         self.table.value = self.retune.summary().to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
         r = self.retune
-        self.message.value = (f"<p>Best learning rate at batch {new_batch}: <b>{r.best_lr:.3g}</b> "
-                              f"(linear rule {r.linear_lr:.3g}, square-root rule {r.sqrt_lr:.3g}); "
-                              f"{len(r.trials)} trials, {r.n_pruned} pruned.</p>" if r.best_lr else
-                              "<p>No trial finished: see the table.</p>")
+        pred = (f" Predicted from the gradient noise scale: {r.prediction.lr:.3g} ({r.prediction.noise.describe()})."
+                if r.prediction is not None else f" No prediction: {r.prediction_note}.")
+        self.message.value = (f"<p>{html.escape(r.describe())}{html.escape(pred)} {len(r.trials)} trials, "
+                              f"{r.n_pruned} pruned.</p>")
 
     def use_lr(self) -> None:
         """Copy the retuned learning rate and the new batch into the Run tab."""

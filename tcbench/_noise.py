@@ -1,0 +1,256 @@
+"""The gradient noise scale of a job, and the learning rate it predicts for another batch size.
+
+**The measurement** (McCandlish, Kaplan, Amodei et al. 2018, "An Empirical Model of Large-Batch Training",
+arXiv 1812.06162, appendix A.1). A job with ``noise_micro_batches=k`` splits each step's batch of B samples into
+k micro-batches of b = B/k, takes each micro-batch's gradient g_i separately and trains on their mean (the same
+update as one batch of B). Per step it sends |G_b|² = mean_i |g_i|² and |G_B|² = |mean_i g_i|²; since
+E|G_b|² = |G|² + tr(Σ)/b, the unbiased estimates are
+
+    |G|²  ≈ (B·|G_B|² − b·|G_b|²) / (B − b)          tr(Σ) ≈ (|G_b|² − |G_B|²) / (1/b − 1/B)
+
+and B_simple = tr(Σ) / |G|², taken as the ratio of their means over the later half of the steady steps (the
+long-run value of the exponential moving averages EleutherAI gpt-neox's ``gradient_noise_scale.py`` keeps). The
+noise scale grows as the loss falls (McCandlish §3; measured here for tiny GPT-2 over its first 40 steps: ≈ 2
+samples at steps 5–15, ≈ 6 at steps 25–40), so the later half stands for the rest of training better than the
+start does; measure with the steps and learning rate the job will train with. The interval is a moving-
+block bootstrap over steps (neighbouring steps are correlated). Each step's estimate is very noisy and |G|²
+shrinks as training converges: when the interval's |G|² reaches 0 the noise scale is bounded below only
+(``high`` is None) — the gradient is noise-dominated at this batch, and any batch up to ``low`` is "small".
+
+**The prediction** (``predict``), from lr0 at B0 to B1, with B_noise = B_simple:
+
+- SGD-like optimisers (McCandlish eq. 2.6): ε(B) = ε_max / (1 + B_noise/B), so lr1 = lr0 · (1 + B_noise/B0) /
+  (1 + B_noise/B1) — linear in B far below B_noise, flat far above it.
+- Adam(W) (Li et al. 2024, "Surge Phenomenon in Optimal Learning Rate and Batch Size Scaling", arXiv
+  2405.14578): ε(B) = ε_max / (½ (√(B_noise/B) + √(B/B_noise))), so lr1 = lr0 · g(B0) / g(B1) with
+  g(B) = √(B_noise/B) + √(B/B_noise) — the square-root rule far below B_noise, the optimum at B = B_noise, and a
+  falling rate beyond it.
+
+Both assume lr0 is (near) optimal at B0, the same number of samples seen at both batch sizes, and a noise scale
+that does not change much over training; each rule's interval comes from the noise scale's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+OPTIMIZERS = ("adam", "sgd")
+BOOTSTRAP = 2000
+
+
+@dataclass(frozen=True)
+class NoiseScale:
+    """A measured gradient noise scale B_simple (in samples) with its 95 % interval (``high`` None: unbounded)."""
+
+    b_simple: float | None   # tr(Σ) / |G|², samples; None when |G|² came out <= 0 (noise-dominated)
+    low: float | None        # None: nearly every resample had |G|² <= 0 (far beyond what this batch resolves)
+    high: float | None       # None: unbounded above
+    tr_sigma: float          # mean per-sample gradient variance trace over the steps used
+    g2: float                # mean estimated |G|² (the true gradient's squared norm)
+    batch_size: int          # B: the job's batch
+    micro_batch: int         # b: the micro-batch size (B / k)
+    steps: int               # the steady steps the estimate uses
+    run_id: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the interval has an upper end (|G|² resolved above 0)."""
+        return self.high is not None
+
+    def describe(self) -> str:
+        if self.b_simple is None:
+            bound = f"at least {_fmt(self.low)} samples" if self.low is not None else "no finite bound either"
+            return (f"gradient noise scale not resolved (|G|² ≤ 0 over {self.steps} steps): the gradient is noise-"
+                    f"dominated at batch {self.batch_size} ({bound}); the rules' large-B_noise limits apply")
+        high = "∞" if self.high is None else _fmt(self.high)
+        return (f"gradient noise scale B_simple ≈ {_fmt(self.b_simple)} samples (95 % interval {_fmt(self.low)}–{high}; "
+                f"{self.steps} steps, micro-batches of {self.micro_batch} in batches of {self.batch_size})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "NoiseScale":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+
+
+def per_step(small_sq: np.ndarray, big_sq: np.ndarray, batch: int, micro: int) -> tuple[np.ndarray, np.ndarray]:
+    """(tr(Σ), |G|²) estimates per step from |G_b|² and |G_B|² (McCandlish appendix A.1)."""
+    if not 0 < micro < batch:
+        raise ValueError(f"micro-batch {micro} must be between 0 and the batch {batch} (exclusive)")
+    small, big = np.asarray(small_sq, float), np.asarray(big_sq, float)
+    g2 = (batch * big - micro * small) / (batch - micro)
+    tr = (small - big) / (1.0 / micro - 1.0 / batch)
+    return tr, g2
+
+
+def estimate(samples: Sequence[dict], batch: int, micro: int, run_id: int | None = None,
+             seed: int = 0) -> NoiseScale:
+    """The noise scale from per-step samples ``{"small_sq": |G_b|², "big_sq": |G_B|²}`` (the steady steps)."""
+    rows = [s for s in samples if math.isfinite(s["small_sq"]) and math.isfinite(s["big_sq"])]
+    if len(rows) < 2:
+        raise ValueError(f"the gradient noise scale needs at least 2 measured steps; got {len(rows)}")
+    tr, g2 = per_step(np.array([s["small_sq"] for s in rows]), np.array([s["big_sq"] for s in rows]), batch, micro)
+    n = len(tr)
+    mean_tr, mean_g2 = float(tr.mean()), float(g2.mean())
+    ratios = np.sort(_bootstrap(tr, g2, seed))   # +inf where a resample's |G|² <= 0
+    low, high = float(ratios[int(0.025 * len(ratios))]), float(ratios[int(0.975 * len(ratios)) - 1])
+    return NoiseScale(b_simple=mean_tr / mean_g2 if mean_g2 > 0 else None,
+                      low=max(low, 0.0) if math.isfinite(low) else None,
+                      high=high if math.isfinite(high) else None, tr_sigma=mean_tr, g2=mean_g2, batch_size=batch,
+                      micro_batch=micro, steps=n, run_id=run_id)
+
+
+def _bootstrap(tr: np.ndarray, g2: np.ndarray, seed: int) -> np.ndarray:
+    """Ratios of means over moving-block resamples of the steps (a resample whose |G|² <= 0 is +inf)."""
+    n = len(tr)
+    block = max(1, round(n ** (1 / 3)))
+    starts = np.arange(n - block + 1)
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(starts, size=(BOOTSTRAP, math.ceil(n / block)))
+    idx = (picks[:, :, None] + np.arange(block)).reshape(BOOTSTRAP, -1)[:, :n]
+    num, den = tr[idx].mean(axis=1), g2[idx].mean(axis=1)
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.inf)
+
+
+# -- the prediction -------------------------------------------------------------------------------------
+def lr_ratio(b_noise: float | None, old_batch: float, new_batch: float, optimizer: str = "adam") -> float:
+    """lr(new_batch) / lr(old_batch) for a noise scale ``b_noise`` (None or inf: the limit B_noise → ∞)."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(OPTIMIZERS)}")
+    k = new_batch / old_batch
+    if b_noise is None or math.isinf(b_noise):
+        return k if optimizer == "sgd" else math.sqrt(k)
+    if b_noise <= 0:   # no gradient noise at all: SGD's rate is flat; Adam's falls as 1/√B
+        return 1.0 if optimizer == "sgd" else 1 / math.sqrt(k)
+    if optimizer == "sgd":
+        return (1 + b_noise / old_batch) / (1 + b_noise / new_batch)
+    g = lambda b: math.sqrt(b_noise / b) + math.sqrt(b / b_noise)
+    return g(old_batch) / g(new_batch)
+
+
+def ratio_range(noise: NoiseScale, old_batch: float, new_batch: float, optimizer: str) -> tuple[float, float]:
+    """The lr ratio's range over the noise scale's interval (the formula is not monotone in B_noise for Adam)."""
+    if noise.low is None:   # not measurable: the B_noise → ∞ limit only
+        limit = lr_ratio(None, old_batch, new_batch, optimizer)
+        return limit, limit
+    low = max(noise.low, 1e-9)
+    high = noise.high
+    grid = list(np.geomspace(low, high, 64)) if high is not None and high > low else [low]
+    values = [lr_ratio(b, old_batch, new_batch, optimizer) for b in grid]
+    values.append(lr_ratio(high, old_batch, new_batch, optimizer))   # None: the B_noise → ∞ limit
+    return min(values), max(values)
+
+
+@dataclass(frozen=True)
+class LrPrediction:
+    """The learning rate for ``new_batch`` predicted from the noise scale, with the two rules beside it."""
+
+    old_batch: int
+    new_batch: int
+    old_lr: float
+    optimizer: str            # "adam" (the surge form) or "sgd" (McCandlish)
+    noise: NoiseScale
+    lr: float                 # the noise-scale prediction
+    low: float                # its range over the noise scale's 95 % interval
+    high: float
+
+    @property
+    def linear_lr(self) -> float:
+        return self.old_lr * self.new_batch / self.old_batch
+
+    @property
+    def sqrt_lr(self) -> float:
+        return self.old_lr * math.sqrt(self.new_batch / self.old_batch)
+
+    @property
+    def formula(self) -> str:
+        return ("Adam(W), surge form: lr ∝ 1 / (√(B_noise/B) + √(B/B_noise))" if self.optimizer == "adam"
+                else "SGD, McCandlish: lr ∝ 1 / (1 + B_noise/B)")
+
+    def table(self) -> "Any":
+        """The three guesses: rule, lr, lr ÷ the old lr, and the interval (the noise-scale row only)."""
+        import pandas as pd
+
+        rows = [("noise scale (" + ("surge form" if self.optimizer == "adam" else "McCandlish") + ")", self.lr,
+                 self.low, self.high), ("linear rule (lr·k)", self.linear_lr, None, None),
+                ("square-root rule (lr·√k)", self.sqrt_lr, None, None)]
+        return pd.DataFrame([dict(rule=r, lr=lr, vs_old=lr / self.old_lr, low=lo, high=hi) for r, lr, lo, hi in rows])
+
+    def describe(self) -> str:
+        return (f"batch {self.old_batch} → {self.new_batch}: lr {self.old_lr:.3g} → {self.lr:.3g} "
+                f"(range {self.low:.3g}–{self.high:.3g} over the noise scale's interval; {self.formula}); "
+                f"linear rule {self.linear_lr:.3g}, square-root rule {self.sqrt_lr:.3g}. {self.noise.describe()}")
+
+
+def predict(noise: NoiseScale, old_lr: float, old_batch: int, new_batch: int, optimizer: str = "adam") -> LrPrediction:
+    """The prediction from a measured ``noise`` (see the module docstring for the formulas)."""
+    lo, hi = ratio_range(noise, old_batch, new_batch, optimizer)
+    point = lr_ratio(noise.b_simple, old_batch, new_batch, optimizer)
+    return LrPrediction(old_batch=old_batch, new_batch=new_batch, old_lr=old_lr, optimizer=optimizer, noise=noise,
+                        lr=old_lr * point, low=old_lr * min(lo, point), high=old_lr * max(hi, point))
+
+
+# -- the public API ---------------------------------------------------------------------------------------
+def noise_scale(spec: Any, micro_batches: int = 2, observer: Any = None, stop: Any = None,
+                store: Any = None) -> NoiseScale:
+    """Measure the gradient noise scale of ``spec``'s native job (eager, fp32): one job whose steps take their
+    gradient over ``micro_batches`` micro-batches (the same updates; the run is stored with the estimate in
+    ``extra["noise_scale"]``). A job that fails or ends before 2 steady steps raises ``RuntimeError`` with why."""
+    from ._runner import run
+
+    job = spec.replace(backend="eager", noise_micro_batches=micro_batches)
+    res = run(job, observer, stop, store, label="noise-scale")
+    data = res.extra.get("noise_scale")
+    if data is None:
+        why = res.extra.get("noise_scale_error") or res.error or "no steady step was measured"
+        raise RuntimeError(f"the noise-scale job (run {res.run_id}) ended {res.status}: {why}")
+    return NoiseScale.from_dict(data)
+
+
+def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
+    """The latest stored noise scale measured on ``spec``'s job (same fields except the micro-batch count)."""
+    import json
+
+    from ._spec import JobSpec
+    from ._store import Store
+
+    store = store or Store()
+    want = spec.replace(backend="eager", noise_micro_batches=0).to_dict()
+    rows = store.query("SELECT run_id, spec_json, extra_json FROM runs WHERE status = 'ok' AND extra_json LIKE ? "
+                       "ORDER BY run_id DESC", ("%noise_scale%",))
+    for row in rows.to_dict("records"):
+        stored = JobSpec.from_stored(row["spec_json"]).to_dict()
+        if stored.get("noise_micro_batches") and {**stored, "noise_micro_batches": 0} == want:
+            data = json.loads(row["extra_json"] or "{}").get("noise_scale")
+            if data:
+                return NoiseScale.from_dict(data)
+    return None
+
+
+def predict_lr(spec: Any, new_batch_size: int, noise: NoiseScale | None = None, optimizer: str = "adam",
+               micro_batches: int = 2, store: Any = None, observer: Any = None, stop: Any = None) -> LrPrediction:
+    """The learning rate for ``new_batch_size`` from ``spec.lr`` at ``spec.batch_size`` and the gradient noise
+    scale: ``noise`` if given, else the latest one stored for this job, else measured now (``noise_scale``).
+
+    ``optimizer``: "adam" (tcbench's own jobs train with AdamW: the surge form) or "sgd" (McCandlish's form)."""
+    from ._spec import check_number
+
+    check_number("new_batch_size", new_batch_size, 1, whole=True)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(OPTIMIZERS)}")
+    if noise is None:
+        noise = stored_noise_scale(spec, store) or noise_scale(spec, micro_batches, observer, stop, store)
+    return predict(noise, spec.lr, spec.batch_size, new_batch_size, optimizer)

@@ -1,0 +1,113 @@
+"""The gradient noise scale and the learning rate it predicts (issue 10, parts 1 and 2).
+
+The estimator is checked on a problem whose noise scale is known exactly: per-sample gradients G + ε with
+ε ~ N(0, σ² I), so B_simple = d σ² / |G|². One integration test runs a real noise-scale job.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tcbench as tc
+from tcbench._noise import NoiseScale, estimate, lr_ratio, predict, ratio_range
+
+
+def _samples(d: int, g_norm: float, sigma: float, batch: int, k: int, steps: int, seed: int) -> tuple[list, float]:
+    """Per-step |G_b|², |G_B|² of k micro-batches, simulated from per-sample gradients; and the true B_simple."""
+    rng = np.random.default_rng(seed)
+    g = rng.normal(size=d)
+    g *= g_norm / np.linalg.norm(g)
+    out = []
+    for _ in range(steps):
+        per_sample = g + sigma * rng.normal(size=(batch, d))
+        micro = per_sample.reshape(k, batch // k, d).mean(axis=1)
+        out.append({"small_sq": float((micro ** 2).sum(axis=1).mean()), "big_sq": float((micro.mean(axis=0) ** 2).sum())})
+    return out, d * sigma ** 2 / g_norm ** 2
+
+
+@pytest.mark.parametrize("true_scale, batch, k", [(8.0, 32, 4), (40.0, 32, 2), (200.0, 64, 4)])
+def test_the_estimator_recovers_a_known_noise_scale(true_scale, batch, k):
+    d, g_norm = 40, 1.0
+    sigma = math.sqrt(true_scale * g_norm ** 2 / d)
+    covered, errors = 0, []
+    for seed in range(10):
+        samples, truth = _samples(d, g_norm, sigma, batch, k, 300, seed)
+        est = estimate(samples, batch, batch // k, seed=seed)
+        errors.append(abs(math.log(est.b_simple / truth)))
+        covered += est.low <= truth <= (est.high if est.high is not None else math.inf)
+    assert np.median(errors) < 0.15, errors            # within ~15 % of the truth, typically
+    assert covered >= 7, covered                         # the 95 % interval covers it in most of 10 seeds
+
+
+def test_a_noise_dominated_gradient_is_bounded_below_only():
+    samples, _ = _samples(40, 1e-4, 1.0, 16, 2, 30, 0)   # |G|² invisible under the noise: B_simple ≫ the batch
+    est = estimate(samples, 16, 8)
+    assert est.high is None and not est.bounded and (est.low is None or est.low > 16)
+    assert "noise-dominated" in est.describe() or "∞" in est.describe()
+    p = predict(est, 1e-3, 16, 64, "adam")   # the square-root limit
+    assert p.lr == pytest.approx(2e-3, rel=0.05) if est.b_simple is None else p.low <= p.lr <= p.high
+
+
+def test_the_estimate_needs_two_steps_and_a_valid_split():
+    with pytest.raises(ValueError, match="at least 2"):
+        estimate([{"small_sq": 1.0, "big_sq": 0.5}], 8, 4)
+    with pytest.raises(ValueError, match="micro-batch"):
+        estimate([{"small_sq": 1.0, "big_sq": 0.5}] * 3, 8, 8)
+
+
+def test_far_below_the_noise_scale_adam_follows_the_square_root_rule_and_sgd_the_linear_rule():
+    assert lr_ratio(1e7, 8, 32, "adam") == pytest.approx(2.0, rel=1e-3)
+    assert lr_ratio(1e7, 8, 32, "sgd") == pytest.approx(4.0, rel=1e-3)
+    assert lr_ratio(None, 8, 32, "adam") == 2.0 and lr_ratio(None, 8, 32, "sgd") == 4.0
+
+
+def test_adam_surges_at_the_noise_scale_and_falls_beyond_it():
+    ratios = [lr_ratio(64.0, 8, b, "adam") for b in (16, 32, 64, 128, 256, 1024)]
+    assert ratios.index(max(ratios)) == 2                  # the optimum is at B = B_noise
+    assert ratios[3] < ratios[2] and ratios[5] < ratios[4]  # falling beyond it
+    sgd = [lr_ratio(64.0, 8, b, "sgd") for b in (16, 64, 1024, 10**6)]
+    assert sgd == sorted(sgd) and sgd[-1] == pytest.approx(1 + 64 / 8, rel=1e-3)   # SGD saturates at ε_max
+
+
+def test_predict_lr_carries_the_interval_and_both_rules():
+    noise = NoiseScale(b_simple=1e6, low=5e5, high=2e6, tr_sigma=1.0, g2=1e-6, batch_size=8, micro_batch=4, steps=20)
+    p = predict(noise, 1e-3, 8, 32, "adam")
+    assert p.lr == pytest.approx(p.sqrt_lr, rel=1e-2) and p.low <= p.lr <= p.high
+    assert p.linear_lr == pytest.approx(4e-3) and p.sqrt_lr == pytest.approx(2e-3)
+    t = p.table()
+    assert list(t["rule"].str.split(" ").str[0]) == ["noise", "linear", "square-root"]
+    lo, hi = ratio_range(NoiseScale(**{**noise.to_dict(), "high": None}), 8, 32, "adam")
+    assert lo < 2.0 <= hi + 1e-9   # unbounded above: the range reaches the square-root limit
+
+
+def test_noise_scale_spec_is_refused_where_it_cannot_be_measured():
+    with pytest.raises(tc.SpecError) as e:
+        tc.JobSpec(batch_size=8, noise_micro_batches=3)
+    assert e.value.field == "noise_micro_batches" and "2, 4, 8" in str(e.value)
+    for field, value in (("backend", "inductor"), ("precision", "bf16")):
+        with pytest.raises(tc.SpecError) as e:
+            tc.JobSpec(batch_size=8, noise_micro_batches=2, **{field: value})
+        assert e.value.field == field
+    with pytest.raises(tc.SpecError, match="new_batch_size"):
+        tc.predict_lr(tc.JobSpec(), 0, noise=NoiseScale(1.0, 0.5, 2.0, 1.0, 1.0, 8, 4, 10))
+
+
+@pytest.mark.integration
+def test_a_noise_scale_job_trains_the_same_and_stores_its_estimate():
+    spec = tc.JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=16, warmup_steps=2, lr=2e-3,
+                      dropout=0.0, threads=1)
+    before = len(tc.runs())
+    plain = tc.run(spec)
+    noise = tc.noise_scale(spec, micro_batches=2)
+    assert noise.batch_size == 8 and noise.micro_batch == 4 and noise.steps == 7 and noise.run_id is not None
+    assert noise.low is not None and (noise.b_simple is None or noise.b_simple > 0)
+    stored = tc.get_run(noise.run_id)
+    assert stored.extra["noise_scale"] == noise.to_dict() and len(stored.extra["noise_samples"]) == 16
+    # the micro-batched step is the same update: the losses follow the plain job's (float summation order aside)
+    a, b = tc.steps(plain.run_id)["loss"], tc.steps(noise.run_id)["loss"]
+    assert np.allclose(a.to_numpy(), b.to_numpy(), rtol=2e-3), (a.tolist(), b.tolist())
+    p = tc.predict_lr(spec, 32)   # the stored estimate is found: no second job
+    assert p.noise == noise and len(tc.runs()) == before + 2
