@@ -14,7 +14,7 @@ steps × B0 / B1 steps), the comparison every scaling rule assumes; ``budget="eq
 ``eval`` split, computed by the job after its training steps (no grad, eval mode), at the new
 batch size, with its standard error over those batches. The job also evaluates the same batches before its
 first step: a trial whose held-out loss did not fall beyond noise (paired over the batches: mean drop > 2 SE)
-"learned nothing" and can never be the best; a study in which no trial learned names no best. The best is
+"learned nothing" (``learned`` False); a study in which no trial learned names no best. The best is
 compared with each guess on the same batches: it beats a guess only beyond noise. Every trial is a real
 ``tc.run`` job in its own process and a stored run.
 
@@ -575,9 +575,9 @@ def _result(spec: JobSpec, study: Any, new_batch: int, low: float, high: float, 
     counted = [_counts(t) for t in study.get_trials(deepcopy=False)]
     done = trials[pd.Series(counted, index=trials.index, dtype=bool)] if counted else trials
     complete = trials[trials["state"] == "COMPLETE"]
-    judged = complete[complete["learned"].map(lambda v: v is not False)]   # None: not evaluated before, kept
-    nothing = not complete.empty and judged.empty
-    best = judged.loc[judged["value"].idxmin()] if not judged.empty else None
+    # nothing learned: no completed trial's held-out loss fell beyond noise (None: not evaluated before: kept)
+    nothing = not complete.empty and bool(complete["learned"].map(lambda v: v is False).all())
+    best = complete.loc[complete["value"].idxmin()] if not complete.empty and not nothing else None
     losses = {t.number: t.user_attrs.get("eval_losses") for t in study.get_trials(deepcopy=False)}
     beats: dict[str, bool | None] = {}
     if best is not None:
