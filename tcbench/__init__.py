@@ -20,19 +20,17 @@ from ._cost import cost, cost_table, savings_pct
 from ._diagnose import table as diagnostics
 from ._doctor import doctor
 from ._history import comparisons, get_run, runs, steps
-from ._maxbatch import MaxBatchResult, find_max_batch
 from ._preflight import check as preflight
 from ._profiles import Profile, profile, profile_names, profiles
 from ._metrics import VERDICT_KINDS, break_even_steps
-from ._noise import LrPrediction, NoiseScale, noise_scale, predict_lr
 from ._results import JobFigures, JobResult, StepRecord
 from ._runner import backend_status, run
 from ._script import compare_script
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
 from ._store import Store, StoreError
 from ._track import StopTraining, compile_for_backend, device, track
-from ._tuning import RetuneResult, retune_lr, rule_lrs
-from ._twostage import TwoStageResult, two_stage
+from .tuning import (LrPrediction, MaxBatchResult, NoiseScale, RetuneResult, TwoStageResult, find_max_batch, noise_scale,
+                     predict_lr, retune_lr, rule_lrs, two_stage)
 
 __version__ = "0.1.0"
 

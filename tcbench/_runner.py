@@ -458,7 +458,7 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, ending: str,
 
 
 def _noise_scale(result: JobResult, spec: JobSpec, samples: list[dict]) -> None:
-    from ._noise import estimate
+    from .tuning.noise import estimate
 
     result.extra["noise_samples"] = samples
     steady = samples[spec.warmup_steps:]

@@ -409,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="what is installed, what each backend needs, what is missing (and the pip "
                    "command)").set_defaults(func=doctor_cli)
-    from ._cli_tuning import add_subcommands
+    from .tuning.cli import add_subcommands
 
     add_subcommands(sub)
     return ap

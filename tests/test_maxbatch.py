@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from tcbench import JobSpec
-from tcbench._maxbatch import find_max_batch, search_max_batch
+from tcbench.tuning.maxbatch import find_max_batch, search_max_batch
 
 
 def _fake(limit: int, crash_at: set[int] = frozenset()):
@@ -137,7 +137,7 @@ def test_real_search_survives_a_failing_probe(store, monkeypatch):
 
     The parent's input check would refuse that file before the probe starts; it is bypassed for this one spec so
     the job process itself meets the missing file — a crash only the job can see."""
-    import tcbench._maxbatch as mb
+    import tcbench.tuning.maxbatch as mb
     from tcbench import _runner
 
     real = mb._probe_spec
@@ -161,7 +161,7 @@ def test_real_search_survives_a_failing_probe(store, monkeypatch):
 def test_cli_subcommands_parse():
     import argparse
 
-    from tcbench._cli_tuning import add_subcommands, cmd_max_batch, cmd_retune_lr
+    from tcbench.tuning.cli import add_subcommands, cmd_max_batch, cmd_retune_lr
 
     ap = argparse.ArgumentParser(prog="tcbench")
     add_subcommands(ap.add_subparsers(dest="command", required=True))

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import tcbench as tc
-from tcbench._noise import NoiseScale, estimate, lr_ratio, predict, ratio_range
+from tcbench.tuning.noise import NoiseScale, estimate
+from tcbench.tuning.prediction import lr_ratio, predict, ratio_range
 
 
 def _samples(d: int, g_norm: float, sigma: float, batch: int, k: int, steps: int, seed: int) -> tuple[list, float]:

@@ -13,7 +13,7 @@ import pytest
 
 from tcbench import JobSpec
 from tcbench._results import JobResult, StepRecord
-from tcbench._tuning import retune_lr, rule_lrs
+from tcbench.tuning.retune import retune_lr, rule_lrs
 
 LEGACY = dict(noise=False, budget="equal_steps", pruner="median", sampler="tpe")   # the study mechanics
 
@@ -22,7 +22,7 @@ OPT = 3e-3   # the fake job's best learning rate
 
 def _noise_job(spec):
     """The noise-scale job of the fake: B_noise far above the batches, so the prediction is the square-root rule."""
-    from tcbench._noise import NoiseScale
+    from tcbench.tuning.noise import NoiseScale
 
     res = JobResult(spec=spec, status="ok", run_id=999)
     res.extra["noise_scale"] = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
@@ -204,8 +204,8 @@ def test_plots_mark_both_rules_and_pruned_trials(fake, store):
 
 
 def test_time_to_loss_and_pick_batch():
-    from tcbench._maxbatch import MaxBatchResult
-    from tcbench._twostage import final_smoothed_loss, pick_batch, time_to_loss
+    from tcbench.tuning.maxbatch import MaxBatchResult
+    from tcbench.tuning.twostage import final_smoothed_loss, pick_batch, time_to_loss
 
     res = JobResult(spec=SPEC, status="ok", records=[StepRecord(step=i, step_s=0.5, samples_s=1, tokens_s=1, mem_bytes=0,
                                                                 loss=1.0 - 0.1 * i) for i in range(8)])

@@ -1,4 +1,4 @@
-"""The gradient noise scale of a job, and the learning rate it predicts for another batch size.
+"""The gradient noise scale of a job (and the formulas by which ``prediction`` turns it into a learning rate).
 
 **The measurement** (McCandlish, Kaplan, Amodei et al. 2018, "An Empirical Model of Large-Batch Training",
 arXiv 1812.06162, appendix A.1). A job with ``noise_micro_batches=k`` splits each step's batch of B samples into
@@ -17,7 +17,7 @@ block bootstrap over steps (neighbouring steps are correlated). Each step's esti
 shrinks as training converges: when the interval's |G|² reaches 0 the noise scale is bounded below only
 (``high`` is None) — the gradient is noise-dominated at this batch, and any batch up to ``low`` is "small".
 
-**The prediction** (``predict``), from lr0 at B0 to B1, with B_noise = B_simple:
+**The prediction** (``prediction.predict``), from lr0 at B0 to B1, with B_noise = B_simple:
 
 - SGD-like optimisers (McCandlish eq. 2.6): ε(B) = ε_max / (1 + B_noise/B), so lr1 = lr0 · (1 + B_noise/B0) /
   (1 + B_noise/B1) — linear in B far below B_noise, flat far above it.
@@ -39,7 +39,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-OPTIMIZERS = ("adam", "sgd")
 BOOTSTRAP = 2000
 
 
@@ -125,91 +124,13 @@ def _bootstrap(tr: np.ndarray, g2: np.ndarray, seed: int) -> np.ndarray:
     return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.inf)
 
 
-# -- the prediction -------------------------------------------------------------------------------------
-def lr_ratio(b_noise: float | None, old_batch: float, new_batch: float, optimizer: str = "adam") -> float:
-    """lr(new_batch) / lr(old_batch) for a noise scale ``b_noise`` (None or inf: the limit B_noise → ∞)."""
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(OPTIMIZERS)}")
-    k = new_batch / old_batch
-    if b_noise is None or math.isinf(b_noise):
-        return k if optimizer == "sgd" else math.sqrt(k)
-    if b_noise <= 0:   # no gradient noise at all: SGD's rate is flat; Adam's falls as 1/√B
-        return 1.0 if optimizer == "sgd" else 1 / math.sqrt(k)
-    if optimizer == "sgd":
-        return (1 + b_noise / old_batch) / (1 + b_noise / new_batch)
-    g = lambda b: math.sqrt(b_noise / b) + math.sqrt(b / b_noise)
-    return g(old_batch) / g(new_batch)
-
-
-def ratio_range(noise: NoiseScale, old_batch: float, new_batch: float, optimizer: str) -> tuple[float, float]:
-    """The lr ratio's range over the noise scale's interval (the formula is not monotone in B_noise for Adam)."""
-    if noise.low is None:   # not measurable: the B_noise → ∞ limit only
-        limit = lr_ratio(None, old_batch, new_batch, optimizer)
-        return limit, limit
-    low = max(noise.low, 1e-9)
-    high = noise.high
-    grid = list(np.geomspace(low, high, 64)) if high is not None and high > low else [low]
-    values = [lr_ratio(b, old_batch, new_batch, optimizer) for b in grid]
-    values.append(lr_ratio(high, old_batch, new_batch, optimizer))   # None: the B_noise → ∞ limit
-    return min(values), max(values)
-
-
-@dataclass(frozen=True)
-class LrPrediction:
-    """The learning rate for ``new_batch`` predicted from the noise scale, with the two rules beside it."""
-
-    old_batch: int
-    new_batch: int
-    old_lr: float
-    optimizer: str            # "adam" (the surge form) or "sgd" (McCandlish)
-    noise: NoiseScale
-    lr: float                 # the noise-scale prediction
-    low: float                # its range over the noise scale's 95 % interval
-    high: float
-
-    @property
-    def linear_lr(self) -> float:
-        return self.old_lr * self.new_batch / self.old_batch
-
-    @property
-    def sqrt_lr(self) -> float:
-        return self.old_lr * math.sqrt(self.new_batch / self.old_batch)
-
-    @property
-    def formula(self) -> str:
-        return ("Adam(W), surge form: lr ∝ 1 / (√(B_noise/B) + √(B/B_noise))" if self.optimizer == "adam"
-                else "SGD, McCandlish: lr ∝ 1 / (1 + B_noise/B)")
-
-    def table(self) -> "Any":
-        """The three guesses: rule, lr, lr ÷ the old lr, and the interval (the noise-scale row only)."""
-        import pandas as pd
-
-        rows = [("noise scale (" + ("surge form" if self.optimizer == "adam" else "McCandlish") + ")", self.lr,
-                 self.low, self.high), ("linear rule (lr·k)", self.linear_lr, None, None),
-                ("square-root rule (lr·√k)", self.sqrt_lr, None, None)]
-        return pd.DataFrame([dict(rule=r, lr=lr, vs_old=lr / self.old_lr, low=lo, high=hi) for r, lr, lo, hi in rows])
-
-    def describe(self) -> str:
-        return (f"batch {self.old_batch} → {self.new_batch}: lr {self.old_lr:.3g} → {self.lr:.3g} "
-                f"(range {self.low:.3g}–{self.high:.3g} over the noise scale's interval; {self.formula}); "
-                f"linear rule {self.linear_lr:.3g}, square-root rule {self.sqrt_lr:.3g}. {self.noise.describe()}")
-
-
-def predict(noise: NoiseScale, old_lr: float, old_batch: int, new_batch: int, optimizer: str = "adam") -> LrPrediction:
-    """The prediction from a measured ``noise`` (see the module docstring for the formulas)."""
-    lo, hi = ratio_range(noise, old_batch, new_batch, optimizer)
-    point = lr_ratio(noise.b_simple, old_batch, new_batch, optimizer)
-    return LrPrediction(old_batch=old_batch, new_batch=new_batch, old_lr=old_lr, optimizer=optimizer, noise=noise,
-                        lr=old_lr * point, low=old_lr * min(lo, point), high=old_lr * max(hi, point))
-
-
 # -- the public API ---------------------------------------------------------------------------------------
 def noise_scale(spec: Any, micro_batches: int = 2, observer: Any = None, stop: Any = None,
                 store: Any = None) -> NoiseScale:
     """Measure the gradient noise scale of ``spec``'s native job (eager, fp32): one job whose steps take their
     gradient over ``micro_batches`` micro-batches (the same updates; the run is stored with the estimate in
     ``extra["noise_scale"]``). A job that fails or ends before 2 steady steps raises ``RuntimeError`` with why."""
-    from ._runner import run
+    from .._runner import run
 
     job = spec.replace(backend="eager", noise_micro_batches=micro_batches)
     res = run(job, observer, stop, store, label="noise-scale")
@@ -224,8 +145,8 @@ def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
     """The latest stored noise scale measured on ``spec``'s job (same fields except the micro-batch count)."""
     import json
 
-    from ._spec import JobSpec
-    from ._store import Store
+    from .._spec import JobSpec
+    from .._store import Store
 
     store = store or Store()
     want = spec.replace(backend="eager", noise_micro_batches=0).to_dict()
@@ -238,19 +159,3 @@ def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
             if data:
                 return NoiseScale.from_dict(data)
     return None
-
-
-def predict_lr(spec: Any, new_batch_size: int, noise: NoiseScale | None = None, optimizer: str = "adam",
-               micro_batches: int = 2, store: Any = None, observer: Any = None, stop: Any = None) -> LrPrediction:
-    """The learning rate for ``new_batch_size`` from ``spec.lr`` at ``spec.batch_size`` and the gradient noise
-    scale: ``noise`` if given, else the latest one stored for this job, else measured now (``noise_scale``).
-
-    ``optimizer``: "adam" (tcbench's own jobs train with AdamW: the surge form) or "sgd" (McCandlish's form)."""
-    from ._spec import check_number
-
-    check_number("new_batch_size", new_batch_size, 1, whole=True)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(OPTIMIZERS)}")
-    if noise is None:
-        noise = stored_noise_scale(spec, store) or noise_scale(spec, micro_batches, observer, stop, store)
-    return predict(noise, spec.lr, spec.batch_size, new_batch_size, optimizer)

@@ -22,8 +22,8 @@ def _progress(event: dict) -> None:
 
 
 def cmd_max_batch(a: argparse.Namespace) -> int:
-    from ._maxbatch import find_max_batch
-    from .cli import _backends, _print, _spec
+    from .maxbatch import find_max_batch
+    from ..cli import _backends, _print, _spec
 
     names = _backends(a.backends)
     res = find_max_batch(_spec(a, names[0]), profile=a.profile, backends=names, start=a.start,
@@ -37,8 +37,8 @@ def cmd_max_batch(a: argparse.Namespace) -> int:
 
 
 def cmd_retune_lr(a: argparse.Namespace) -> int:
-    from ._tuning import retune_lr
-    from .cli import _print, _spec
+    from .retune import retune_lr
+    from ..cli import _print, _spec
 
     res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, n_trials=a.trials, storage=a.storage,
                     study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps, eval_batches=a.eval_batches,
@@ -59,8 +59,8 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
 
 
 def cmd_noise_scale(a: argparse.Namespace) -> int:
-    from ._noise import noise_scale
-    from .cli import _spec
+    from .noise import noise_scale
+    from ..cli import _spec
 
     try:
         ns = noise_scale(_spec(a, "eager"), micro_batches=a.micro_batches)
@@ -73,8 +73,8 @@ def cmd_noise_scale(a: argparse.Namespace) -> int:
 
 
 def cmd_predict_lr(a: argparse.Namespace) -> int:
-    from ._noise import predict_lr
-    from .cli import _print, _spec
+    from .prediction import predict_lr
+    from ..cli import _print, _spec
 
     try:
         p = predict_lr(_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches)
@@ -88,7 +88,7 @@ def cmd_predict_lr(a: argparse.Namespace) -> int:
 
 def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     """Add ``max-batch`` and ``retune-lr`` to the ``tcbench`` parser's subcommands."""
-    from .cli import _spec_args
+    from ..cli import _spec_args
 
     p = sub.add_parser("max-batch", help="largest batch that fits under a profile's memory, per backend")
     _spec_args(p)

@@ -21,11 +21,11 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ._maxbatch import MaxBatchResult, find_max_batch
-from ._results import JobResult
-from ._spec import JobSpec
-from ._store import Store
-from ._tuning import RetuneResult, retune_lr
+from .maxbatch import MaxBatchResult, find_max_batch
+from .._results import JobResult
+from .._spec import JobSpec
+from .._store import Store
+from .retune import RetuneResult, retune_lr
 
 
 def time_to_loss(result: JobResult, target: float, smoothing: float = 0.1) -> float | None:
@@ -76,7 +76,7 @@ class TwoStageResult:
 
     def summary(self) -> pd.DataFrame:
         """Native and compiled side by side: batch, lr, throughput, time to the target loss, cost."""
-        from ._cost import cost
+        from .._cost import cost
 
         rows = []
         for label, job in (("native", self.native), ("compiled", self.compiled)):
@@ -99,7 +99,7 @@ class TwoStageResult:
 
     def plots(self) -> dict:
         """Figures: ``probes`` (stage 1), the retune figures (stage 2), ``time_to_loss`` (the final pair)."""
-        from . import _tuning_plots as tp
+        from . import plots as tp
 
         figs = {"probes": self.max_batch.plot()}
         if self.retune is not None:
@@ -125,7 +125,7 @@ def two_stage(spec: JobSpec, profile: str = "this-machine", backends: Sequence[s
     backend. ``tune_backend`` runs the retune trials on another backend (e.g. ``"eager"``: same
     learning dynamics, no compile per trial); by default it is the compiled backend.
     """
-    from ._runner import run
+    from .._runner import run
 
     names = list(backends)
     if len(names) < 2:

@@ -1,7 +1,7 @@
 """Retune the learning rate after a batch-size change, with Optuna — starting from a prediction.
 
 From ``spec.lr`` at ``spec.batch_size`` (B0) and k = new_batch_size / B0, four guesses are enqueued first: the
-noise-scale prediction (``tcbench._noise``: the gradient noise scale measured on the native job, stored or
+noise-scale prediction (``tcbench.tuning.noise``: the gradient noise scale measured on the native job, stored or
 measured now, and the surge form for Adam), the linear rule (lr·k), the square-root rule (lr·√k) and the original
 lr. Then the sampler (Optuna's GPSampler for up to 20 trials, else TPE; seeded) searches lr log-uniformly in
 [min(guesses) / search_factor, max(guesses) · search_factor].
@@ -32,7 +32,7 @@ writable file in an existing folder, the database opens); a bad one is a ``SpecE
 ``storage``. The URL is only ever stored or shown with its password as ``***``.
 
 **Workers that die**: the process running a study writes its running trial's heartbeat every 10 s
-(``HEARTBEAT_INTERVAL_S`` in ``_tuning_storage``). A trial whose heartbeat is older than the 60 s
+(``HEARTBEAT_INTERVAL_S`` in ``tcbench.tuning.storage``). A trial whose heartbeat is older than the 60 s
 grace period (``GRACE_PERIOD_S``) belongs to a process that is gone (SIGKILL, lost machine): the next
 trial start on the study marks it FAIL and enqueues it again, same lr and rule (at most 3 times);
 its job died with its process. A RUNNING trial with a fresh heartbeat belongs to a live process and
@@ -53,10 +53,10 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ._preflight import check as preflight
-from ._spec import JobSpec
-from ._store import Store
-from ._tuning_storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons, open_storage
+from .._preflight import check as preflight
+from .._spec import JobSpec
+from .._store import Store
+from .storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons, open_storage
 
 TRIAL_COLUMNS = ["number", "lr", "value", "value_se", "learned", "state", "rule", "status", "steps_run", "duration_s",
                  "run_id", "reason"]
@@ -173,7 +173,7 @@ class RetuneResult:
 
     def plots(self) -> dict:
         """Plotly figures: ``history``, ``lr`` (objective vs lr, both rules marked), ``intermediate``."""
-        from . import _tuning_plots as tp
+        from . import plots as tp
 
         return {"history": tp.plot_history(tp.collect_history(self)),
                 "lr": tp.plot_lr_objective(tp.collect_lr_objective(self), self.linear_lr, self.sqrt_lr, self.best_lr),
@@ -287,7 +287,7 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
     from optuna.exceptions import UpdateFinishedTrialError
 
     def objective(trial: "optuna.Trial") -> float:
-        from ._runner import run
+        from .._runner import run
 
         lr = trial.suggest_float("lr", ctx["low"], ctx["high"], log=True)
         if ctx["heartbeat"]:   # a first beat now (Optuna's thread may not have written yet), then the mark
@@ -496,7 +496,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
         raise ValueError(f"sampler={sampler!r} is not allowed; use {', '.join(map(repr, SAMPLERS))} or an optuna sampler")
     if isinstance(pruner, str) and pruner not in PRUNERS:
         raise ValueError(f"pruner={pruner!r} is not allowed; use {', '.join(map(repr, PRUNERS))} or an optuna pruner")
-    from ._noise import OPTIMIZERS
+    from .prediction import OPTIMIZERS
 
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(map(repr, OPTIMIZERS))}")
@@ -546,7 +546,8 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
 def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: Store, notify: Callable,
              stop: Any) -> tuple[Any, str]:
     """(the noise-scale prediction or None, why not); measuring the noise scale is one native job when needed."""
-    from ._noise import NoiseScale, noise_scale, predict, stored_noise_scale
+    from .noise import NoiseScale, noise_scale, stored_noise_scale
+    from .prediction import predict
 
     if noise is False or noise is None:
         return None, "no prediction asked for (noise=False)"

@@ -17,9 +17,9 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ._preflight import check as preflight
-from ._spec import BACKENDS, JobSpec
-from ._store import Store
+from .._preflight import check as preflight
+from .._spec import BACKENDS, JobSpec
+from .._store import Store
 
 Probe = Callable[[int], "tuple[bool, dict]"]
 PROBE_COLUMNS = ["backend", "batch_size", "status", "fits", "peak_mem_mb", "samples_s", "wall_s", "run_id", "reason"]
@@ -118,7 +118,7 @@ class MaxBatchResult:
 
     def plot(self):
         """Peak memory of every probe against its batch size, the budget as a line, failures marked."""
-        from ._tuning_plots import collect_probes, plot_probes
+        from .plots import collect_probes, plot_probes
 
         return plot_probes(collect_probes(self), self.budget_gb)
 
@@ -164,8 +164,8 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     (the answer is then exact to that step). Observers get the runner's events plus
     ``{"type": "probe", ...}`` after each probe. The session is stored as kind ``max_batch``.
     """
-    from ._profiles import profile as get_profile
-    from ._runner import backend_status, run
+    from .._profiles import profile as get_profile
+    from .._runner import backend_status, run
 
     prof = get_profile(profile)
     budget = float(memory_budget_gb) if memory_budget_gb is not None else prof.memory_budget_gb

@@ -1,0 +1,15 @@
+"""Tuning around a batch-size change: the largest batch that fits (``find_max_batch``), the gradient noise scale
+(``noise_scale``) and the learning rate it predicts (``predict_lr``), the Optuna search from that prediction
+(``retune_lr``), and both stages in one call (``two_stage``). Every public name is re-exported from ``tcbench``.
+
+Modules: ``maxbatch``, ``noise`` (the estimator), ``prediction`` (the formulas), ``retune`` (the study),
+``storage`` (Optuna storages and heartbeats), ``twostage``, ``plots``, ``cli`` (the tuning commands)."""
+
+from .maxbatch import MaxBatchResult, find_max_batch
+from .noise import NoiseScale, noise_scale
+from .prediction import LrPrediction, predict_lr
+from .retune import RetuneResult, retune_lr, rule_lrs
+from .twostage import TwoStageResult, two_stage
+
+__all__ = ["find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction",
+           "retune_lr", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult"]
