@@ -170,6 +170,7 @@ def test_cli_subcommands_parse():
     a = ap.parse_args(["retune-lr", "--new-batch-size", "64", "--trials", "5", "--storage", "sqlite:///x.db"])
     assert a.func is cmd_retune_lr and a.new_batch_size == 64 and a.trials == 5 and a.pruner == "halving"
     assert a.budget == "equal_samples" and a.sampler == "auto" and not a.no_prediction and a.optimizer == "adam"
+    assert a.seeds == 1 and a.finalists == 3
     a = ap.parse_args(["predict-lr", "--new-batch-size", "64", "--optimizer", "sgd"])
     assert a.new_batch_size == 64 and a.optimizer == "sgd" and a.micro_batches == 2
     assert ap.parse_args(["noise-scale", "--micro-batches", "4"]).micro_batches == 4

@@ -84,6 +84,25 @@ def test_predict_lr_carries_the_interval_and_both_rules():
     assert lo < 2.0 <= hi + 1e-9   # unbounded above: the range reaches the square-root limit
 
 
+@pytest.mark.parametrize("b_noise, new_batch, optimizer, regime, words", [
+    (1e4, 32, "adam", "below", "the square-root rule applies"),
+    (1e4, 32, "sgd", "below", "the linear rule applies"),
+    (40.0, 32, "adam", "near", "the largest useful rate"),
+    (4.0, 64, "adam", "beyond", "should not grow"),
+    (4.0, 64, "sgd", "beyond", "stays flat"),
+    (None, 32, "adam", "unknown", "not resolved"),
+])
+def test_the_advice_names_the_rule_for_the_optimiser_and_where_the_new_batch_sits(b_noise, new_batch, optimizer,
+                                                                                    regime, words):
+    noise = NoiseScale(b_simple=b_noise, low=None if b_noise is None else b_noise / 2,
+                       high=None if b_noise is None else b_noise * 2, tr_sigma=1.0, g2=0.1, batch_size=8,
+                       micro_batch=4, steps=20)
+    p = predict(noise, 1e-3, 8, new_batch, optimizer)
+    assert p.regime == regime
+    text = p.advice()
+    assert words in text and ("Adam(W)" in text) == (optimizer == "adam") and ("SGD" in text) == (optimizer == "sgd")
+
+
 def test_noise_scale_spec_is_refused_where_it_cannot_be_measured():
     with pytest.raises(tc.SpecError) as e:
         tc.JobSpec(batch_size=8, noise_micro_batches=3)

@@ -110,6 +110,8 @@ def test_05_batch_size_and_learning_rate(tmp_path, monkeypatch):
     assert len(outputs(nb, PLOTLY)) >= 4
     out = texts(nb)
     assert "linear rule" in out and "square-root rule" in out
+    assert "gradient noise scale" in out and "With Adam(W)" in out and "With SGD" in out   # the prediction + advice
+    assert "equal samples" in out and "noise-scale prediction" in out                     # the retune from it
 
 
 def test_make_gallery_writes_one_html_per_notebook():

@@ -26,9 +26,19 @@ def test_find_max_batch_then_retune_then_use_lr():
     assert len(xs) >= 3                                   # every finished trial drawn
     assert list(tab.fig.data[3].x) == [pytest.approx(2e-3)] * 2          # linear rule: 1e-3 × 8/4
     assert r.budget == "equal_samples" and r.steps == 4 and r.prediction is not None   # 8 steps at 4 = 4 at 8
-    assert "Predicted from the gradient noise scale" in tab.message.value
+    retuned = tab.message.value
+    assert "Predicted from the gradient noise scale" in retuned
+    assert list(tab.fig.data[5].x) == [pytest.approx(r.prediction.lr)] * 2   # the prediction's line
+    assert list(tab.fig.data[6].x) == [pytest.approx(1e-3)] * 2              # the original lr's
+    assert "Which rule?" in tab.advice.value and "square-root rule" in tab.advice.value
+    tab.optimizer.value = "sgd"                  # the same noise scale (stored with the run), McCandlish's form
+    tab.run_predict().join(600)
+    p = tab.prediction
+    assert p is not None and p.optimizer == "sgd" and p.noise.run_id == r.prediction.noise.run_id, tab.message.value
+    assert "linear rule" in tab.advice.value and "SGD" in tab.advice.value
+    assert "noise scale (McCandlish)" in tab.table.value
     if r.nothing_learned:   # tiny BERT near ln 2 after 4 steps: the panel says so and offers no lr
-        assert "Nothing learned" in tab.message.value and tab.use_button.disabled
+        assert "Nothing learned" in retuned and tab.use_button.disabled
         return
     assert not tab.use_button.disabled
     tab.use_lr()

@@ -145,6 +145,42 @@ def test_a_study_in_which_nothing_learned_names_no_best(monkeypatch, store):
     assert store.comparisons().info_json.iloc[-1].count('"nothing_learned": true') == 1
 
 
+JITTER = (0.0, 0.003, -0.002)   # the fake's held-out loss moves this much with the seed (spec.seed % 3)
+
+
+def test_finalists_are_trained_again_with_more_seeds_and_decide_the_best(monkeypatch, store, tmp_path):
+    import tcbench._runner as runner
+
+    calls: list = []
+    inner = _fake_run(calls)
+
+    def seeded(spec, *a, **k):
+        res = inner(spec, *a, **k)
+        if res.status == "ok" and not spec.noise_micro_batches:
+            j = JITTER[spec.seed % 3]
+            res.extra.update(eval_loss=res.extra["eval_loss"] + j, eval_losses=[v + j for v in res.extra["eval_losses"]])
+        return res
+
+    monkeypatch.setattr(runner, "run", seeded)
+    events: list = []
+    kw = dict(n_trials=5, seed=0, noise=False, pruner="none", store=store, seeds=3, finalists=2,
+              storage=f"sqlite:///{tmp_path / 'study.db'}", study_name="finalists")
+    res = retune_lr(SPEC, 32, observer=events.append, **kw)
+    fin = res.finalists
+    assert len(fin) == 2 and list(fin.seeds) == [3, 3]
+    assert len(calls) == 5 + 2 * 2 and sorted(s.seed for s in calls[5:]) == [1, 1, 2, 2]
+    assert {s.steps for s in calls} == {5} and {s.batch_size for s in calls} == {32}   # the trials' own budget
+    best = fin.loc[fin["mean"].idxmin()]
+    assert res.best_lr == best.lr and res.best_value == pytest.approx(best["mean"])
+    assert res.best_value == pytest.approx(sum(best["values"].values()) / 3) and res.best_se > 0
+    assert sum(e["type"] == "finalist" for e in events) == 4
+    s = res.summary()
+    assert set(s[s.lr.isin(list(fin.lr))].seeds) == {3} and "mean over 3 seeds" in res.describe()
+    assert all(res.beats[n] is None or isinstance(res.beats[n], bool) for n in res.guesses)
+    again = retune_lr(SPEC, 32, **kw)   # resumed: the trials and the repeats are kept in the study
+    assert len(calls) == 9 and again.best_lr == res.best_lr and again.best_value == pytest.approx(res.best_value)
+
+
 def test_pruning_and_nan_do_not_stop_the_study(fake, store):
     # search_factor 50 puts lr > 0.015 in range: those trials diverge (FAIL), the study carries on
     res = retune_lr(SPEC, 32, n_trials=14, seed=1, search_factor=50.0, store=store, **{**LEGACY, "sampler": "random"})
@@ -176,7 +212,8 @@ def test_pruned_after_the_job_finished_is_pruned_and_says_so(monkeypatch, store)
                                        (dict(pruner="x"), "pruner"), (dict(storage="nope"), "storage"),
                                        (dict(eval_batches=0), "eval_batches"), (dict(steps=1), "steps"),
                                        (dict(budget="samples"), "budget"), (dict(noise="yes"), "noise"),
-                                       (dict(optimizer="lion"), "optimizer")])
+                                       (dict(optimizer="lion"), "optimizer"), (dict(seeds=0), "seeds"),
+                                       (dict(finalists=0), "finalists")])
 def test_bad_input(kw, field, store, fake):
     args = dict(new_batch_size=32, store=store) | kw
     with pytest.raises(ValueError, match=field):
@@ -262,3 +299,19 @@ def test_a_prediction_equal_to_a_rule_shares_its_trial(fake, store):
     assert list(t.rule[:3]) == ["prediction", "linear", "original"] and (t.lr == res.sqrt_lr).sum() == 1
     assert res.sqrt_value is not None and res.sqrt_value == res.value_of("prediction")
     assert list(res.summary().guess[:2]) == ["noise-scale prediction", "linear rule (lr·k)"]
+
+
+def test_cli_retune_lr_repeats_the_finalists_and_prints_them(monkeypatch, tmp_path, capsys):
+    import tcbench._runner as runner
+    from tcbench.cli import main
+
+    calls: list = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    monkeypatch.setenv("TCBENCH_HOME", str(tmp_path))
+    rc = main(["retune-lr", "--model", "bert-base-cased", "--size", "tiny", "--batch-size", "8", "--seq-len", "32",
+               "--steps", "20", "--lr", "1e-3", "--new-batch-size", "32", "--trials", "3", "--no-prediction",
+               "--pruner", "none", "--seeds", "2", "--finalists", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0 and len(calls) == 3 + 2 and "Best lr" in out and "mean over 2 seeds of the 2 finalists" in out
+    header = next(line for line in out.splitlines() if "seeds" in line and "mean" in line and "se" in line.split())
+    assert header.split()[:3] == ["number", "lr", "rule"]

@@ -1,8 +1,10 @@
-"""The "Batch & LR" tab: find the largest batch per backend, then retune the learning rate for it.
+"""The "Batch & LR" tab: find the largest batch per backend, predict the learning rate for it, retune it.
 
-Both actions call tcbench's public API (``tc.find_max_batch``, ``tc.retune_lr``) in a background
-thread; probes and trials appear in the live figure as they finish (pruned trials marked).
-"Use this learning rate" copies the best lr (and the new batch) into the Run tab's controls.
+Each action calls tcbench's public API (``tc.find_max_batch``, ``tc.predict_lr``, ``tc.retune_lr``) in a
+background thread. "Predict LR" measures the gradient noise scale (or reads the stored one) and shows the
+noise-scale prediction beside the linear and square-root rules, in plain words for the chosen optimiser;
+"Retune LR" searches from those guesses, trials appearing in the live figure as they finish (pruned trials
+marked). "Use this learning rate" copies the best lr (and the new batch) into the Run tab's controls.
 """
 
 from __future__ import annotations
@@ -27,9 +29,16 @@ def _figure() -> go.FigureWidget:
                                       xaxis=dict(title="learning rate", type="log"), yaxis_title="eval loss"))
     for state, (symbol, color) in _MARKS.items():
         fig.add_scatter(x=[], y=[], mode="markers", name=state, marker=dict(symbol=symbol, color=color, size=10))
-    for name, dash in (("linear rule", "dash"), ("square-root rule", "dot")):
-        fig.add_scatter(x=[], y=[], mode="lines", name=name, line=dict(dash=dash, color="grey"))
+    for name, dash, color in _LINES:
+        fig.add_scatter(x=[], y=[], mode="lines", name=name, line=dict(dash=dash, color=color))
     return fig
+
+
+# the guesses drawn as vertical lines, in the figure's trace order after the three marker traces
+_LINES = (("linear rule", "dash", "grey"), ("square-root rule", "dot", "grey"),
+          ("noise-scale prediction", "solid", "#2ca02c"), ("original lr", "dashdot", "#9467bd"))
+OPTIMIZERS = (("Adam(W) (tcbench's jobs)", "adam"), ("SGD", "sgd"))
+SAMPLE_BUDGETS = (("equal samples", "equal_samples"), ("equal steps", "equal_steps"))
 
 
 class TuningTab:
@@ -50,6 +59,17 @@ class TuningTab:
         self.new_batch = w.BoundedIntText(value=32, min=1, max=1 << 16, description="New batch",
                                           layout=w.Layout(width="200px"))
         self.trials = w.BoundedIntText(value=8, min=1, max=200, description="Trials", layout=w.Layout(width="160px"))
+        self.optimizer = w.Dropdown(options=OPTIMIZERS, value="adam", description="Optimizer",
+                                    layout=w.Layout(width="260px"))
+        self.seeds = w.BoundedIntText(value=1, min=1, max=10, description="Seeds (3 finalists)",
+                                      style={"description_width": "initial"}, layout=w.Layout(width="190px"))
+        self.sample_budget = w.Dropdown(options=SAMPLE_BUDGETS, value="equal_samples", description="Each trial",
+                                        layout=w.Layout(width="240px"))
+        self.predict_button = w.Button(description="Predict LR", icon="line-chart")
+        self.predict_button.add_class("tcb-predict-lr")
+        self.prediction: Any = None
+        self.advice = w.HTML("")
+        self.advice.add_class("tcb-lr-advice")
         self.retune_button = w.Button(description="Retune LR", icon="sliders")
         self.retune_button.add_class("tcb-retune")
         self.use_button = w.Button(description="Use this learning rate", icon="check", disabled=True)
@@ -61,12 +81,14 @@ class TuningTab:
         self.table.add_class("tcb-tuning-table")
         self.fig = _figure()
         self.find_button.on_click(lambda _b: self.find())
+        self.predict_button.on_click(lambda _b: self.run_predict())
         self.retune_button.on_click(lambda _b: self.run_retune())
         self.use_button.on_click(lambda _b: self.use_lr())
         self.stop_button.on_click(lambda _b: self._stop.set())
         self.box = w.VBox([w.HBox([self.budget, self.include_compiled, self.find_button]),
-                           w.HBox([self.new_batch, self.trials, self.retune_button, self.use_button, self.stop_button]),
-                           self.message, self.table, self.fig])
+                           w.HBox([self.new_batch, self.optimizer, self.predict_button]),
+                           w.HBox([self.trials, self.seeds, self.sample_budget, self.retune_button, self.use_button, self.stop_button]),
+                           self.message, self.advice, self.table, self.fig])
         self.box.add_class("tcb-tuning")
 
     # -- actions ---------------------------------------------------------------------------------
@@ -93,7 +115,7 @@ class TuningTab:
         return self._thread
 
     def _busy(self, busy: bool) -> None:
-        self.find_button.disabled = self.retune_button.disabled = busy
+        self.find_button.disabled = self.retune_button.disabled = self.predict_button.disabled = busy
         self.stop_button.disabled = not busy
         self.use_button.disabled = busy or self.retune is None or self.retune.best_lr is None
 
@@ -128,17 +150,53 @@ class TuningTab:
         """Optuna search at the new batch, starting with the linear and square-root rules."""
         return self._start(self._retune)
 
+    def _lines(self, spec: Any, new_batch: int, predicted: float | None, clear: bool) -> None:
+        """The guesses as vertical lines (the prediction's only once known); ``clear`` empties the trials."""
+        lrs = (spec.lr * new_batch / spec.batch_size, spec.lr * math.sqrt(new_batch / spec.batch_size), predicted,
+               spec.lr)
+        with self.fig.batch_update():
+            if clear:
+                for trace in self.fig.data[:3]:
+                    trace.x, trace.y = [], []
+            finite = [y for t in self.fig.data[:3] for y in t.y if y is not None and math.isfinite(y)]
+            ys = [min(finite), max(finite)] if finite else [0, 1]
+            for trace, lr in zip(self.fig.data[3:], lrs):
+                trace.x, trace.y = ([lr, lr], ys) if lr is not None else ([], [])
+
+    def run_predict(self) -> threading.Thread | None:
+        """The noise-scale prediction for the new batch (measures the noise scale when none is stored)."""
+        return self._start(self._predict)
+
+    def _predict(self, spec: Any) -> None:
+        new_batch = int(self.new_batch.value)
+        self.message.value = (f"<p>Measuring the gradient noise scale of batch {spec.batch_size} (one eager job; "
+                              f"a stored measurement of this job is reused) …</p>")
+        p = tc.predict_lr(spec, new_batch, optimizer=self.optimizer.value, stop=self._stop)
+        self._show_prediction(p)
+        self._lines(spec, new_batch, p.lr, clear=False)
+
+    def _show_prediction(self, p: Any) -> None:
+        self.prediction = p
+        self.table.value = p.table().to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="–")
+        self.message.value = f"<p>{html.escape(p.describe())}</p>"
+        self.advice.value = f"<p><b>Which rule?</b> {html.escape(p.advice())}</p>"
+
     def _retune(self, spec: Any) -> None:
         new_batch = int(self.new_batch.value)
-        linear, sqrt = spec.lr * new_batch / spec.batch_size, spec.lr * math.sqrt(new_batch / spec.batch_size)
-        with self.fig.batch_update():
-            for trace in self.fig.data[:3]:
-                trace.x, trace.y = [], []
-            self.fig.data[3].x, self.fig.data[3].y = [linear, linear], [0, 1]
-            self.fig.data[4].x, self.fig.data[4].y = [sqrt, sqrt], [0, 1]
+        self._lines(spec, new_batch, None, clear=True)
         points: dict[str, tuple[list, list]] = {k: ([], []) for k in _MARKS}
+        lines: dict[str, float | None] = {"prediction": None}
 
         def observer(event: dict) -> None:
+            if event["type"] == "prediction":
+                lines["prediction"] = event["lr"]
+                self._lines(spec, new_batch, event["lr"], clear=False)
+                self.message.value = f"<p>{html.escape(event['text'])}</p>"
+                return
+            if event["type"] == "finalist":
+                self.message.value = (f"<p>Finalist lr {event['lr']:.3g}, seed {event['seed']}: "
+                                      f"{html.escape(str(event['status']))}</p>")
+                return
             if event["type"] != "trial":
                 return
             state = "pruned" if event["pruned"] else "complete" if event["status"] == "ok" else "failed"
@@ -146,22 +204,23 @@ class TuningTab:
             xs, ys = points[state]
             xs.append(event["lr"])
             ys.append(value if value is not None and math.isfinite(value) else None)
-            finite = [y for _, yy in points.values() for y in yy if y is not None]
             with self.fig.batch_update():
                 for i, key in enumerate(_MARKS):
                     self.fig.data[i].x, self.fig.data[i].y = points[key]
-                if finite:
-                    lo, hi = min(finite), max(finite)
-                    self.fig.data[3].y = self.fig.data[4].y = [lo, hi]
+            self._lines(spec, new_batch, lines["prediction"], clear=False)
             self.message.value = f"<p>Trial {event['number']}: lr {event['lr']:.3g} → {state}</p>"
 
         self.message.value = f"<p>Retuning the learning rate for batch {new_batch} …</p>"
         self.retune = tc.retune_lr(spec, new_batch_size=new_batch, n_trials=int(self.trials.value),
-                                   observer=observer, stop=self._stop)
+                                   observer=observer, stop=self._stop, optimizer=self.optimizer.value,
+                                   budget=self.sample_budget.value, seeds=int(self.seeds.value))
         self.table.value = self.retune.summary().to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
         r = self.retune
         pred = (f" Predicted from the gradient noise scale: {r.prediction.lr:.3g} ({r.prediction.noise.describe()})."
                 if r.prediction is not None else f" No prediction: {r.prediction_note}.")
+        if r.prediction is not None:
+            self.prediction = r.prediction
+            self.advice.value = f"<p><b>Which rule?</b> {html.escape(r.prediction.advice())}</p>"
         self.message.value = (f"<p>{html.escape(r.describe())}{html.escape(pred)} {len(r.trials)} trials, "
                               f"{r.n_pruned} pruned.</p>")
 

@@ -43,13 +43,16 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
     res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, n_trials=a.trials, storage=a.storage,
                     study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps, eval_batches=a.eval_batches,
                     search_factor=a.search_factor, seed=a.seed, pruner=a.pruner, observer=_progress,
-                    budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer)
+                    budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer, seeds=a.seeds,
+                    finalists=a.finalists)
     if res.prediction is None and not a.no_prediction:
         print(f"note: no noise-scale prediction: {res.prediction_note}")
     _print(res.summary())
     print(res.describe())
     print(f"trials {len(res.trials)} (pruned {res.n_pruned}, failed {res.n_failed}; sampler {res.sampler}), wall "
           f"{res.wall_s:.0f} s, steps run {res.total_steps} vs a plain grid's {res.grid_steps}")
+    if not res.finalists.empty:
+        _print(res.finalists[["number", "lr", "rule", "seeds", "mean", "se"]])
     if a.trials_table:
         _print(res.trials)
     if a.storage:   # res.storage shows the URL with its password as ***
@@ -83,6 +86,7 @@ def cmd_predict_lr(a: argparse.Namespace) -> int:
         return 1
     _print(p.table())
     print(p.describe())
+    print(p.advice())
     return 0
 
 
@@ -120,6 +124,9 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--tune-steps", type=int, default=None, help="the baseline's steps (default: --steps)")
     p.add_argument("--eval-batches", type=int, default=8, help="held-out batches for the objective")
     p.add_argument("--search-factor", type=float, default=4.0, help="search [min(guesses)/f, max(guesses)*f]")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="train the finalists again with this many seeds in all; the best is then the lowest mean")
+    p.add_argument("--finalists", type=int, default=3, help="how many of the best trials --seeds repeats")
     p.add_argument("--trials-table", action="store_true", help="also print every trial")
     p.set_defaults(func=cmd_retune_lr)
     p = sub.add_parser("noise-scale", help="measure the gradient noise scale of the native job (McCandlish B_simple)")

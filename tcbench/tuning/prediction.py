@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .noise import NoiseScale, noise_scale, stored_noise_scale
+from .noise import NoiseScale, _fmt, noise_scale, stored_noise_scale
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -76,6 +76,37 @@ class LrPrediction:
                  self.low, self.high), ("linear rule (lr·k)", self.linear_lr, None, None),
                 ("square-root rule (lr·√k)", self.sqrt_lr, None, None)]
         return pd.DataFrame([dict(rule=r, lr=lr, vs_old=lr / self.old_lr, low=lo, high=hi) for r, lr, lo, hi in rows])
+
+    @property
+    def regime(self) -> str:
+        """Where the new batch sits against the noise scale: "below", "near", "beyond" or "unknown"."""
+        b = self.noise.b_simple
+        if b is None:
+            return "below" if self.noise.low is not None and self.new_batch < self.noise.low / 4 else "unknown"
+        return "below" if self.new_batch < b / 4 else "beyond" if self.new_batch > 4 * b else "near"
+
+    def advice(self) -> str:
+        """Plain words: which rule fits this optimiser, and what the measured noise scale says for this change."""
+        if self.optimizer == "adam":
+            rule = ("With Adam(W) the best learning rate grows about as √k (the square-root rule) while the batch stays "
+                    "well below the gradient noise scale B_noise, peaks near B = B_noise and falls beyond it; the "
+                    "linear rule overshoots for Adam.")
+        else:
+            rule = ("With SGD (momentum or not) the best learning rate grows as k (the linear rule) while the batch "
+                    "stays well below the gradient noise scale B_noise and levels off beyond it; the square-root rule "
+                    "undershoots there.")
+        b = self.noise.b_simple
+        where = {"below": f"Batch {self.new_batch} is well below B_noise ≈ {_fmt(b) if b else '∞'}: "
+                          + ("the square-root rule applies" if self.optimizer == "adam" else "the linear rule applies"),
+                 "near": f"Batch {self.new_batch} is near B_noise ≈ {_fmt(b)}: neither rule holds; "
+                         + ("this is about the largest useful rate" if self.optimizer == "adam"
+                            else "the rate grows more slowly than the batch"),
+                 "beyond": f"Batch {self.new_batch} is beyond B_noise ≈ {_fmt(b)}: a larger batch mostly repeats "
+                           f"the same gradient; " + ("the rate should not grow (the surge form lowers it)"
+                                                     if self.optimizer == "adam" else "the rate stays flat"),
+                 "unknown": "The noise scale was not resolved at this batch: the rules' limits are all there is"}
+        return (f"{rule} {where[self.regime]}. All three assume lr {self.old_lr:.3g} was (near) the best at batch "
+                f"{self.old_batch} and the same number of samples at both batches; search around them (retune_lr).")
 
     def describe(self) -> str:
         return (f"batch {self.old_batch} → {self.new_batch}: lr {self.old_lr:.3g} → {self.lr:.3g} "

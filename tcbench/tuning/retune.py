@@ -60,6 +60,7 @@ from .storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons, open_sto
 
 TRIAL_COLUMNS = ["number", "lr", "value", "value_se", "learned", "state", "rule", "status", "steps_run", "duration_s",
                  "run_id", "reason"]
+FINALIST_COLUMNS = ["number", "lr", "rule", "seeds", "mean", "se", "values", "run_ids"]
 BUDGETS = ("equal_samples", "equal_steps")
 GUESSES = {"prediction": "noise-scale prediction", "linear": "linear rule (lr·k)", "sqrt": "square-root rule (lr·√k)",
            "original": "original lr"}
@@ -108,6 +109,7 @@ class RetuneResult:
     grid_steps: int
     sampler: str = "auto"
     comparison_id: int | None = None
+    finalists: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FINALIST_COLUMNS))
     study: Any = field(default=None, repr=False)
 
     @property
@@ -127,29 +129,39 @@ class RetuneResult:
         return self.value_of("sqrt")
 
     def value_of(self, guess: str) -> float | None:
-        """The held-out loss of a guess's completed trial (None: not run, pruned or failed)."""
-        return _rule_value(self.trials, self.guesses[guess]) if guess in self.guesses else None
+        """The held-out loss of a guess: its mean over seeds when it was a finalist, else its completed trial's
+        (None: not run, pruned or failed)."""
+        if guess not in self.guesses:
+            return None
+        fin = self._finalist(self.guesses[guess])
+        return fin["mean"] if fin else _rule_value(self.trials, self.guesses[guess])
 
     def summary(self) -> pd.DataFrame:
-        """Each guess and the search side by side: lr, held-out loss ± SE, lr ÷ original lr, and whether the best
-        is lower than it beyond noise."""
+        """Each guess and the search side by side: lr, held-out loss ± SE (over seeds for a finalist, else over
+        held-out batches), the seeds, lr ÷ original lr, and whether the best is lower than it beyond noise."""
         rows = []
         for name, lr in self.guesses.items():
-            hit = self._trial(lr)
+            hit, fin = self._trial(lr), self._finalist(lr)
             rows.append(dict(guess=GUESSES.get(name, f"your guess {name[5:]}" if name.startswith("extra") else name),
-                             lr=lr, eval_loss=self.value_of(name), eval_loss_se=hit.get("value_se"),
+                             lr=lr, eval_loss=self.value_of(name),
+                             eval_loss_se=fin["se"] if fin else hit.get("value_se"), seeds=fin["seeds"] if fin else 1,
                              learned=hit.get("learned"), vs_original=lr / self.spec.lr,
                              best_beats_it={True: "yes", False: "no (within noise)"}.get(self.beats.get(name), "—")))
         best = self._trial(self.best_lr) if self.best_lr is not None else {}
+        fin = self._finalist(self.best_lr) if self.best_lr is not None else None
         rows.append(dict(guess="Optuna best" if not self.nothing_learned else "Optuna best: none (nothing learned)",
                          lr=self.best_lr, eval_loss=self.best_value, eval_loss_se=self.best_se,
-                         learned=best.get("learned"), vs_original=None if self.best_lr is None else self.best_lr / self.spec.lr,
-                         best_beats_it="—"))
+                         seeds=fin["seeds"] if fin else 1, learned=best.get("learned"),
+                         vs_original=None if self.best_lr is None else self.best_lr / self.spec.lr, best_beats_it="—"))
         return pd.DataFrame(rows)
 
     def _trial(self, lr: float | None) -> dict:
         hit = self.trials[(self.trials["lr"] == lr) & (self.trials["state"] == "COMPLETE")]
         return {} if hit.empty else hit.iloc[0].to_dict()
+
+    def _finalist(self, lr: float | None) -> dict | None:
+        hit = self.finalists[self.finalists["lr"] == lr] if not self.finalists.empty else self.finalists
+        return None if hit.empty or int(hit["seeds"].iloc[0]) < 2 else hit.iloc[0].to_dict()
 
     def describe(self) -> str:
         """The outcome in words: the budget, the best (or that nothing learned), and the guesses it beats."""
@@ -164,7 +176,9 @@ class RetuneResult:
         tied = [GUESSES.get(n, n) for n, b in self.beats.items() if b is False]
         text = f"Best lr {self.best_lr:.3g}: held-out loss {self.best_value:.4f}"
         text += f" ± {self.best_se:.4f}" if self.best_se is not None else ""
-        text += f" ({budget})."
+        seeds = int(self.finalists["seeds"].max()) if not self.finalists.empty else 1
+        text += (f" (the mean over {seeds} seeds of the {len(self.finalists)} finalists ± its standard error; "
+                 f"{budget})." if seeds > 1 else f" ({budget}).")
         if beaten:
             text += f" Beats beyond noise: {', '.join(beaten)}."
         if tied:
@@ -242,9 +256,10 @@ def _make_pruner(pruner: Any, steps: int):
 
 
 def _check(spec: JobSpec, new_batch_size: int, n_trials: int, search_factor: float, eval_batches: int,
-           steps: int) -> None:
+           steps: int, seeds: int = 1, finalists: int = 1) -> None:
     for name, value, low in (("new_batch_size", new_batch_size, 1), ("n_trials", n_trials, 1),
-                             ("eval_batches", eval_batches, 1), ("steps", steps, 2)):
+                             ("eval_batches", eval_batches, 1), ("steps", steps, 2), ("seeds", seeds, 1),
+                             ("finalists", finalists, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name}={value!r} is not allowed; it must be a whole number >= {low}")
     if not (isinstance(search_factor, (int, float)) and search_factor >= 1 and math.isfinite(search_factor)):
@@ -467,13 +482,70 @@ def _rule_value(trials: pd.DataFrame, lr: float) -> float | None:
     return None if hit.empty else float(hit["value"].iloc[0])
 
 
+def _seed_stats(values: dict) -> tuple[float | None, float | None]:
+    """(mean, standard error) over the seeds' finite held-out losses."""
+    import statistics
+
+    xs = [v for v in values.values() if v is not None and math.isfinite(v)]
+    if not xs:
+        return None, None
+    return sum(xs) / len(xs), (statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else None)
+
+
+def _repeat_finalists(spec: JobSpec, study: Any, ctx: dict, seeds: int, count: int) -> pd.DataFrame:
+    """Train the ``count`` best completed trials' learning rates again with seeds spec.seed+1 … (``seeds`` in all).
+
+    Each repeat is a stored run of the study's comparison; its result is kept in the study (user attr
+    ``finalists``), so a resumed study does not train it again."""
+    from .._runner import run
+
+    trials, _ = trials_frame(study)
+    complete = trials[(trials["state"] == "COMPLETE") & trials["value"].notna()].sort_values("value")
+    kept = dict(study.user_attrs.get("finalists") or {})
+    rows = []
+    for t in complete.drop_duplicates("lr").head(count).to_dict("records"):
+        lr, key = float(t["lr"]), repr(float(t["lr"]))
+        values, run_ids = {spec.seed: float(t["value"])}, {spec.seed: t["run_id"]}
+        for i in range(1, seeds):
+            seed = (spec.seed + i) % 2 ** 32
+            hit = kept.get(key, {}).get(str(seed))
+            if hit is None:
+                if ctx["stop"] is not None and ctx["stop"].is_set():
+                    break
+                job = _trial_spec(spec.replace(seed=seed), ctx["new_batch"], lr, ctx["steps"], ctx["eval_batches"])
+                res = run(job, ctx["observer"], ctx["stop"], ctx["store"], ctx["comparison_id"], int(t["number"]),
+                          f"finalist#{int(t['number'])} seed {seed}")
+                if res.status == "interrupted" and ctx["stop"] is not None and ctx["stop"].is_set():
+                    break   # the user stopped it: not a result, measured again on resume
+                value = res.extra.get("eval_loss") if res.status == "ok" else None
+                hit = {"value": value, "run_id": res.run_id, "status": res.status}
+                kept.setdefault(key, {})[str(seed)] = hit
+                study.set_user_attr("finalists", kept)
+                ctx["observer"]({"type": "finalist", "number": int(t["number"]), "lr": lr, "seed": seed,
+                                 "status": res.status, "eval_loss": value})
+            values[seed], run_ids[seed] = hit["value"], hit["run_id"]
+        mean, se = _seed_stats(values)
+        rows.append(dict(number=int(t["number"]), lr=lr, rule=t["rule"], seeds=len(values), mean=mean, se=se,
+                         values=values, run_ids=run_ids))
+    return pd.DataFrame(rows, columns=FINALIST_COLUMNS)
+
+
+def _beats_over_seeds(best: dict, other: dict) -> bool | None:
+    """Whether ``best`` is lower than ``other`` beyond noise over the seeds both ran (paired by seed)."""
+    common = [s for s in best["values"] if s in other["values"] and best["values"][s] is not None
+              and other["values"][s] is not None]
+    if len(common) < 2:
+        return None
+    return _lower_beyond_noise([best["values"][s] for s in common], [other["values"][s] for s in common])
+
+
 def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: Any = None,
               study_name: str | None = None, sampler: Any = "auto", steps: int | None = None, eval_batches: int = 8,
               search_factor: float = 4.0, observer: Callable[[dict], None] | None = None,
               stop: threading.Event | None = None, store: Store | None = None, seed: int = 0,
               pruner: Any = "halving", report_every: int | None = None,
               extra_lrs: Sequence[float] = (), budget: str = "equal_samples", noise: Any = True,
-              optimizer: str = "adam") -> RetuneResult:
+              optimizer: str = "adam", seeds: int = 1, finalists: int = 3) -> RetuneResult:
     """Find the learning rate for ``new_batch_size``, starting from ``spec.lr`` at ``spec.batch_size``.
 
     Runs until the study holds ``n_trials`` trials that count (a resumed study only runs the rest;
@@ -483,13 +555,15 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
     for this job or measures it (one native job), a ``NoiseScale`` is used as given, False skips the prediction.
     ``optimizer``: the prediction's form ("adam": tcbench's jobs train with AdamW; "sgd"). The intermediate value
     is reported every ``report_every`` steps (default steps // 10). ``extra_lrs``: your own guesses, enqueued after
-    the others (the range widens to include them). Observers get the runner's events plus
-    ``{"type": "trial", ...}`` and ``{"type": "prediction", ...}``.
+    the others (the range widens to include them). ``seeds`` > 1: once the trials are done, the ``finalists``
+    best learning rates are trained again with seeds spec.seed+1 … (``seeds`` in all, equal budget); the best is
+    then the lowest mean over seeds, its SE and "beats" are over seeds (``RetuneResult.finalists``). Observers
+    get the runner's events plus ``{"type": "trial" | "prediction" | "finalist", ...}``.
     """
     import optuna
 
     base = spec.steps if steps is None else steps
-    _check(spec, new_batch_size, n_trials, search_factor, eval_batches, base)
+    _check(spec, new_batch_size, n_trials, search_factor, eval_batches, base, seeds, finalists)
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r} is not allowed; allowed: {', '.join(map(repr, BUDGETS))}")
     if sampler_name(sampler, n_trials) not in SAMPLERS and isinstance(sampler, str):
@@ -527,14 +601,17 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
     ctx = dict(low=low, high=high, new_batch=new_batch_size, steps=trial_steps, eval_batches=eval_batches, store=store,
                report_every=report_every, stop=stop, observer=notify, comparison_id=cid,
                storage=backend_storage, heartbeat=heartbeat_on(backend_storage), lost=False)
-    t0, status = time.monotonic(), "interrupted"   # unless the loop ends on its own
+    t0, status, finals = time.monotonic(), "interrupted", None   # interrupted unless the loop ends on its own
     try:
         _optimize(study, _objective(spec, ctx), ctx, n_trials)
+        if seeds > 1 and not (stop is not None and stop.is_set()):
+            finals = _repeat_finalists(spec, study, ctx, seeds, finalists)
         status = "interrupted" if stop is not None and stop.is_set() else "done"
     finally:
         result = _result(spec, study, new_batch_size, low, high, trial_steps, url, time.monotonic() - t0, cid,
                          budget=budget, guesses=guesses, prediction=prediction, note=note,
-                         sampler=sampler_name(sampler, n_trials) if isinstance(sampler, str) else type(sampler).__name__)
+                         sampler=sampler_name(sampler, n_trials) if isinstance(sampler, str) else type(sampler).__name__,
+                         finals=finals)
         store.finish_comparison(cid, status, {"study_name": name, "storage": url, "best_lr": result.best_lr,
                                               "best_value": result.best_value, "linear_lr": linear, "sqrt_lr": sqrt,
                                               "predicted_lr": prediction.lr if prediction else None,
@@ -571,34 +648,47 @@ def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: S
 
 def _result(spec: JobSpec, study: Any, new_batch: int, low: float, high: float, steps: int, url: str | None,
             wall_s: float, cid: int, budget: str, guesses: dict, prediction: Any, note: str,
-            sampler: str) -> RetuneResult:
+            sampler: str, finals: pd.DataFrame | None = None) -> RetuneResult:
     trials, inter = trials_frame(study)
+    finals = finals if finals is not None else pd.DataFrame(columns=FINALIST_COLUMNS)
     counted = [_counts(t) for t in study.get_trials(deepcopy=False)]
     done = trials[pd.Series(counted, index=trials.index, dtype=bool)] if counted else trials
     complete = trials[trials["state"] == "COMPLETE"]
     # nothing learned: no completed trial's held-out loss fell beyond noise (None: not evaluated before: kept)
     nothing = not complete.empty and bool(complete["learned"].map(lambda v: v is False).all())
     best = complete.loc[complete["value"].idxmin()] if not complete.empty and not nothing else None
+    repeated = finals[(finals["seeds"] > 1) & finals["mean"].notna()] if not finals.empty else finals
+    best_fin = None
+    if best is not None and not repeated.empty:   # the finalist with the lowest mean over seeds
+        best_fin = repeated.loc[repeated["mean"].astype(float).idxmin()].to_dict()
+        best = complete[complete["number"] == best_fin["number"]].iloc[0]
     losses = {t.number: t.user_attrs.get("eval_losses") for t in study.get_trials(deepcopy=False)}
     beats: dict[str, bool | None] = {}
     if best is not None:
         mine = losses.get(int(best["number"]))
         for name, lr in guesses.items():
             hit = complete[complete["lr"] == lr]
+            fin = repeated[repeated["lr"] == lr] if not repeated.empty else repeated
             theirs = losses.get(int(hit["number"].iloc[0])) if not hit.empty else None
             if hit.empty or float(hit["lr"].iloc[0]) == float(best["lr"]):
                 beats[name] = None
+            elif best_fin is not None and not fin.empty:   # both repeated: over the seeds
+                beats[name] = _beats_over_seeds(best_fin, fin.iloc[0].to_dict())
             elif mine and theirs and len(mine) == len(theirs):
                 beats[name] = _lower_beyond_noise(mine, theirs)
             else:
                 beats[name] = None
+    if best_fin is not None:
+        best_value, best_se = best_fin["mean"], best_fin["se"]
+    else:
+        best_value = None if best is None else float(best["value"])
+        best_se = (None if best is None or best.get("value_se") is None or pd.isna(best.get("value_se"))
+                   else float(best["value_se"]))
     return RetuneResult(
         spec=spec, new_batch_size=new_batch, k=new_batch / spec.batch_size, low=low, high=high, steps=steps,
         budget=budget, study_name=study.study_name, storage=url, guesses=guesses, prediction=prediction,
-        prediction_note=note, best_lr=None if best is None else float(best["lr"]),
-        best_value=None if best is None else float(best["value"]),
-        best_se=None if best is None or best.get("value_se") is None or pd.isna(best.get("value_se")) else float(best["value_se"]),
-        nothing_learned=nothing, beats=beats, trials=trials, intermediate=inter,
+        prediction_note=note, best_lr=None if best is None else float(best["lr"]), best_value=best_value,
+        best_se=best_se, nothing_learned=nothing, beats=beats, trials=trials, intermediate=inter,
         n_pruned=int((trials["state"] == "PRUNED").sum()), n_failed=int((trials["state"] == "FAIL").sum()),
         wall_s=wall_s, total_steps=int(done["steps_run"].fillna(0).sum()), grid_steps=len(done) * steps,
-        sampler=sampler, comparison_id=cid, study=study)
+        sampler=sampler, comparison_id=cid, finalists=finals, study=study)
