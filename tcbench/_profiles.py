@@ -4,6 +4,8 @@ Plain data, no torch import. The catalog is ``data/profiles.json`` (or ``$TCBENC
 every figure in it names its source and is checked on load. The profile ``"this-machine"`` is read
 from the host (CPU model, usable cores, memory, an NVIDIA GPU if ``nvidia-smi`` answers).
 Peak TFLOP/s are dense per-device datasheet figures; prices are SageMaker on-demand USD per hour.
+``intra_node_gbytes_s`` is the GPU-to-GPU bandwidth inside one instance: per device, each way, in GB/s
+(1e9 bytes/s), e.g. NVLink 2.0 on a V100 SXM2 = 300 GB/s both ways together -> 150; null for one device.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ LOCAL = "this-machine"
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 # Figures the JSON must source (``peak_tflops`` is sourced once per accelerator).
 SOURCED = ("accelerator", "accelerator_count", "memory_per_device_gib", "vcpus", "host_memory_gib",
-           "network_gbps", "efa", "nvlink", "price_per_hour", "peak_tflops")
+           "network_gbps", "efa", "nvlink", "intra_node_gbytes_s", "price_per_hour", "peak_tflops")
 _POSITIVE = ("accelerator_count", "memory_per_device_gib", "vcpus", "host_memory_gib", "network_gbps",
              "price_per_hour")
 _HOST = "read from this host"
@@ -35,7 +37,8 @@ _HOST = "read from this host"
 
 @dataclass(frozen=True)
 class Profile:
-    """One training instance (or this machine). Memory in GiB, network in Gbps, peaks per device."""
+    """One training instance (or this machine). Memory in GiB, network in Gbps, peaks per device;
+    ``intra_node_gbytes_s``: GPU-to-GPU bandwidth in the instance, per device, each way, GB/s (None: one device)."""
 
     name: str
     family: str
@@ -48,6 +51,7 @@ class Profile:
     network_up_to: bool = False
     efa: bool = False
     nvlink: bool = False
+    intra_node_gbytes_s: float | None = None
     peak_tflops: dict = field(default_factory=dict, hash=False)
     price_per_hour: float | None = None
     price_region: str = ""
@@ -135,6 +139,7 @@ def _check_profile(path: Path, raw: dict, accelerators: dict) -> None:
     for key in ("network_up_to", "efa", "nvlink"):
         if not isinstance(raw.get(key), bool):
             _fail(path, where, key, raw.get(key), "use true or false")
+    _check_intra_node(path, where, raw)
     if raw.get("price_per_hour") is not None:
         for key in ("price_region", "price_date"):
             if not str(raw.get(key) or "").strip():
@@ -146,6 +151,19 @@ def _check_profile(path: Path, raw: dict, accelerators: dict) -> None:
                   f"every figure needs a source: add sources[{key!r}]")
 
 
+def _check_intra_node(path: Path, where: str, raw: dict) -> None:
+    """GPU-to-GPU GB/s (per device, each way): a number > 0 with several accelerators, null with one."""
+    value = raw.get("intra_node_gbytes_s")
+    if raw["accelerator_count"] == 1:
+        if value is not None:
+            _fail(path, where, "intra_node_gbytes_s", value, "use null: one accelerator has nothing to link")
+        return
+    if value is None:
+        _fail(path, where, "intra_node_gbytes_s", value, f"{raw['accelerator_count']} accelerators need their "
+              "GPU-to-GPU bandwidth: a number > 0 (GB/s per device, each way)")
+    _check_number(path, where, "intra_node_gbytes_s", value)
+
+
 def _to_profile(raw: dict, accelerators: dict) -> Profile:
     acc = accelerators[raw["accelerator"]]
     return Profile(
@@ -154,6 +172,7 @@ def _to_profile(raw: dict, accelerators: dict) -> Profile:
         vcpus=raw["vcpus"], host_memory_gib=float(raw["host_memory_gib"]),
         network_gbps=None if raw.get("network_gbps") is None else float(raw["network_gbps"]),
         network_up_to=raw["network_up_to"], efa=raw["efa"], nvlink=raw["nvlink"],
+        intra_node_gbytes_s=None if raw.get("intra_node_gbytes_s") is None else float(raw["intra_node_gbytes_s"]),
         peak_tflops={k: float(v) for k, v in acc["peak_tflops"].items()},
         price_per_hour=None if raw.get("price_per_hour") is None else float(raw["price_per_hour"]),
         price_region=raw.get("price_region", ""), price_date=str(raw.get("price_date", "")),
@@ -249,7 +268,8 @@ def local_profile() -> Profile:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     memory, gpus, cpu = _host_memory_gib(), _nvidia_gpus(), _cpu_model()
     unset = "not applicable to this machine (left unset)"
-    sources = dict(network_gbps=unset, efa=unset, nvlink=unset)
+    sources = dict(network_gbps=unset, efa=unset, nvlink=unset,
+                   intra_node_gbytes_s=f"{unset}; tcbench.calibrate_link fits this machine's link from measurements")
     if gpus:
         sources.update(accelerator=f"{_HOST} (nvidia-smi)", accelerator_count=f"{_HOST} (nvidia-smi)",
                        memory_per_device_gib=f"{_HOST} (nvidia-smi memory.total)")
@@ -303,7 +323,7 @@ def _row(p: Profile) -> dict:
     return {"name": p.name, "family": p.family, "accelerator": p.accelerator, "count": p.accelerator_count,
             "memory_per_device_gib": p.memory_per_device_gib, "vcpus": p.vcpus,
             "host_memory_gib": p.host_memory_gib, "network_gbps": p.network_gbps, "efa": p.efa,
-            "nvlink": p.nvlink, "peak_fp32_tflops": p.peak_tflops.get("fp32"),
+            "nvlink": p.nvlink, "intra_node_gbytes_s": p.intra_node_gbytes_s, "peak_fp32_tflops": p.peak_tflops.get("fp32"),
             "peak_bf16_tflops": p.peak_tflops.get("bf16"), "peak_fp16_tflops": p.peak_tflops.get("fp16"),
             "price_per_hour": p.price_per_hour, "region": p.price_region or None,
             "price_date": p.price_date or None, "label": p.label}

@@ -157,7 +157,7 @@ def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
     """The job process's environment: offline hub, one thread setting, the compile caches, the caller's imports."""
     env = {k: v for k, v in os.environ.items() if k not in _SCRIPT_ENV}   # never another job's channel
     env["PYTHONPATH"] = caller_path()
-    threads = str(spec.threads or len(os.sched_getaffinity(0)))
+    threads = str(_threads(spec))
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=threads, PYTHONUNBUFFERED="1",
                TCBENCH_PARENT_PID=str(os.getpid()), TCBENCH_RUN_DIR=str(run_dir),
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TCBENCH_XLA_CACHE=str(cache / "xla"),
@@ -180,6 +180,8 @@ def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[s
     """(argv, working directory, extra environment) of the job process: tcbench's worker, or the user's
     script started as ``python script.py args`` from the caller's working directory, told its job through
     the environment (tcbench._track reads it)."""
+    if spec.script is None and spec.nproc > 1:   # torchrun's ranks, their messages forwarded by the launcher
+        return [sys.executable, "-m", "tcbench._launch", str(fd), spec.to_json(), str(run_dir)], str(run_dir), {}
     if spec.script is None:
         return [sys.executable, "-m", "tcbench._worker", spec.to_json(), str(fd), str(run_dir)], str(run_dir), {}
     env = dict(TCBENCH_FD=str(fd), TCBENCH_SPEC=spec.to_json(), TCBENCH_BACKEND=spec.backend,
@@ -234,7 +236,8 @@ def _tail(path: Path, n: int = 4000) -> str:
 
 
 def _threads(spec: JobSpec) -> int:
-    return spec.threads or len(os.sched_getaffinity(0))
+    """Threads per process: the spec's, else the cores shared out among its data-parallel processes."""
+    return spec.threads or max(1, len(os.sched_getaffinity(0)) // spec.nproc)
 
 
 def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event | None = None,
@@ -262,8 +265,11 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
             "run_id": run_id, "spec": spec})
     try:
         ok, reason = backend_status(spec.backend)
+        why_not = _parallel_unavailable(spec)
         if not ok:
             result.status, result.error = "unavailable", f"backend {spec.backend!r} is unavailable: {reason}"
+        elif why_not:
+            result.status, result.error = "unavailable", why_not
         else:
             _execute(spec, result, store, writer, notify, stop, run_dir, job)
     except BaseException as exc:   # KeyboardInterrupt, an observer that raised, ...: the run is still recorded
@@ -278,6 +284,23 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         notify({"type": "end", "job": job, "backend": spec.backend, "label": result.name, "run_id": run_id,
                 "result": result})
     return result
+
+
+XLA_CPU_COLLECTIVES = ("pytorch/xla#5005", "pytorch/xla#9089", "pytorch/xla#9496")
+
+
+def _parallel_unavailable(spec: JobSpec) -> str:
+    """Why this data-parallel job cannot run here ("" when it can): XLA's collectives on the PJRT CPU device."""
+    device = os.environ.get("PJRT_DEVICE", "CPU").upper()
+    if spec.nproc == 1 or spec.backend != "xla":
+        return ""
+    if device not in ("CPU", ""):   # the xmp / MpDeviceLoader path is not built: never train unsynchronised replicas
+        return (f"XLA data parallel (nproc={spec.nproc}) on PJRT_DEVICE={device} is not supported by this tcbench yet; "
+                "use backend='eager' or 'inductor' with nproc > 1")
+    return (f"XLA data parallel (nproc={spec.nproc}) cannot run on the PJRT CPU device: torch_xla runs its CPU devices "
+            f"as threads of one process and their collectives abort or hang ({', '.join(XLA_CPU_COLLECTIVES)}; "
+            "xmp.spawn(nprocs=2) raises ValueError). Run it where PJRT_DEVICE=TPU or CUDA, or use backend='eager' or "
+            "'inductor' with nproc > 1 here")
 
 
 def _probe(spec: JobSpec, store: Store) -> dict:
@@ -389,11 +412,19 @@ def _drain(q: queue.Queue, result: JobResult, pending: list) -> None:
 def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: str) -> dict | None:
     kind = msg.get("type")
     base = {"job": job, "backend": result.spec.backend, "label": result.name, "run_id": result.run_id}
+    if kind == "end" and msg.get("rank"):   # another rank of a data-parallel job: kept, not the job's end
+        result.extra.setdefault("rank_ends", {})[str(msg["rank"])] = {k: msg.get(k) for k in ("status", "error")}
+        return None
     if kind == "step":
         rec = StepRecord(**{k: msg.get(k) for k in STEP_COLUMNS})
         result.records.append(rec)
         pending.append(rec)
+        if "allreduce_bytes" in msg:   # data parallel: this step's gradient all-reduce (rank 0's view)
+            result.extra.setdefault("allreduce_steps", []).append(
+                [msg["step"], msg["allreduce_bytes"], msg["allreduce_s"], msg.get("buckets")])
         notify({"type": "step", **base, "record": rec})
+    elif kind == "parallel":
+        result.extra.update(world_size=msg["world_size"], dist_backend=msg["backend"])
     elif kind == "meta":
         result.device = msg["device"]
         result.extra.update(n_params=msg["n_params"], flops_per_step=msg["flops_per_step"])
@@ -454,7 +485,35 @@ def _conclude(result: JobResult, end: dict | None, returncode: int, ending: str,
     else:
         result.status = "failed"
         result.error = f"the job process exited with code {returncode} before reporting; log tail:\n" + result.log_tail[-1500:]
+    _rank_failure(result, ending)
+    _allreduce_summary(result, spec)
     _set_figures(result, spec, probe, recompiles_after_warmup=recompiles, graph_breaks=graph_breaks)
+
+
+def _rank_failure(result: JobResult, ending: str) -> None:
+    """A data-parallel job ends as its first failing rank says (torchrun then stops the others, rank 0 too)."""
+    failed = {r: e for r, e in (result.extra.get("rank_ends") or {}).items() if e.get("status") != "ok"}
+    if not failed or ending:   # a stop, a stall or a timeout says why itself
+        return
+    rank, first = next(iter(failed.items()))
+    if result.status in ("ok", "failed", "interrupted"):
+        result.status = first.get("status") or "failed"
+        result.error = f"rank {rank}: {first.get('error') or 'failed'}"[:2000]
+
+
+def _allreduce_summary(result: JobResult, spec: JobSpec) -> None:
+    """The steady steps' gradient all-reduce: bytes and milliseconds per step (median, IQR) and its share of the
+    step (communication / step time; the buckets overlap the backward, so this bounds what overlap could hide)."""
+    rows = [r for r in result.extra.get("allreduce_steps") or [] if r[0] >= spec.warmup_steps]
+    steps = {rec.step: rec.step_s for rec in result.records}
+    if not rows:
+        return
+    ms = sorted(r[2] * 1e3 for r in rows)
+    q = statistics.quantiles(ms, n=4) if len(ms) > 1 else [ms[0]] * 3
+    shares = [r[2] / steps[r[0]] for r in rows if steps.get(r[0])]
+    result.extra["allreduce"] = {"bytes_per_step": int(median(r[1] for r in rows)), "ms_median": q[1],
+                                 "ms_q1": q[0], "ms_q3": q[2], "buckets": rows[-1][3], "steps": len(rows),
+                                 "share_of_step": median(shares) if shares else None}
 
 
 def _noise_scale(result: JobResult, spec: JobSpec, samples: list[dict]) -> None:

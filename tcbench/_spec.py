@@ -145,6 +145,11 @@ class JobSpec:
     noise_micro_batches: 0 (off), or k >= 2 dividing ``batch_size``: each step's gradient is taken over k
     micro-batches separately (the same update) to measure the gradient noise scale (``tcbench.tuning.noise``;
     eager, fp32 only); the estimate is ``JobResult.extra["noise_scale"]``.
+    nproc: data-parallel processes on this machine (1: a single process). N > 1 runs the job under torchrun
+    (``torch.distributed.run``) with DistributedDataParallel — gloo on CPU, NCCL on CUDA — each process on its
+    own shard of the data with the same seed; ``batch_size`` is per process, the global batch
+    ``global_batch`` = batch_size × nproc. Eager and Inductor (torch.compile of the DDP model); XLA's
+    multi-process collectives do not run on the CPU device (such a job is ``unavailable``).
     """
 
     model: str = "bert-base-cased"
@@ -173,6 +178,7 @@ class JobSpec:
     script: str | None = None
     script_args: tuple[str, ...] = ()
     noise_micro_batches: int = 0
+    nproc: int = 1
 
     def __post_init__(self) -> None:
         self._check_choice("backend", self.backend, BACKENDS)
@@ -216,6 +222,21 @@ class JobSpec:
         self._number("stall_s", 0, open_low=True)
         self._number("timeout_s", 0, open_low=True, optional=True)
         self._check_noise()
+        self._check_parallel()
+
+    @property
+    def global_batch(self) -> int:
+        """The samples of one optimizer step over all data-parallel processes (batch_size × nproc)."""
+        return self.batch_size * self.nproc
+
+    def _check_parallel(self) -> None:
+        self._number("nproc", 1, 64, whole=True)
+        if self.nproc == 1:
+            return
+        for name, value, allowed in (("script", self.script, None), ("noise_micro_batches", self.noise_micro_batches, 0)):
+            if value != allowed:
+                raise SpecError(name, value, repr(allowed), f"{name}={value!r} cannot run data-parallel (nproc="
+                                f"{self.nproc}); allowed with nproc > 1: {name}={allowed!r}")
 
     def _check_noise(self) -> None:
         self._number("noise_micro_batches", 0, whole=True)

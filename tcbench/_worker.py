@@ -25,29 +25,35 @@ class _Channel:
     """JSON lines to the parent. Step records are sent in small batches (at most FLUSH_S late): a
     wake-up of the parent on every step steals a core from this job's OpenMP threads on a small machine.
     A background thread flushes what waits longer than FLUSH_S, so a job that hangs after a step (a user's
-    script in a ``sleep``, a deadlock) has still delivered every step it measured."""
+    script in a ``sleep``, a deadlock) has still delivered every step it measured.
+
+    Lines are written whole, in ``write()`` calls of at most PIPE_BUF bytes: the data-parallel processes of one
+    job share a FIFO, and the kernel keeps such writes from interleaving. In a data-parallel job only rank 0
+    reports; the other ranks send their ``end`` alone (with ``rank``), so the parent learns which one failed."""
 
     FLUSH_S = 0.25
+    PIPE_BUF = 4096
 
-    def __init__(self, fd: int) -> None:
-        self._f = os.fdopen(fd, "w")
+    def __init__(self, fd: int, rank: int = 0) -> None:
+        self._fd, self.rank = fd, rank
+        self._lines: list[bytes] = []
         self._last = time.monotonic()
         self._lock = threading.Lock()
-        self._waiting = False     # records written but not flushed yet
+        self._closed = False
         self._flusher: threading.Thread | None = None
 
     def send(self, kind: str, **payload) -> None:
-        line = json.dumps({"type": kind, **payload}) + "\n"
+        if self.rank and kind != "end":
+            return
+        line = (json.dumps({"type": kind, **payload, **({"rank": self.rank} if self.rank else {})}) + "\n").encode()
         with self._lock:
-            self._f.write(line)
+            self._lines.append(line)
             now = time.monotonic()
             if kind != "step" or now - self._last >= self.FLUSH_S:
                 self._flush_locked(now)
-            else:
-                self._waiting = True
-                if self._flusher is None:
-                    self._flusher = threading.Thread(target=self._flush_late, daemon=True, name="tcbench-flush")
-                    self._flusher.start()
+            elif self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_late, daemon=True, name="tcbench-flush")
+                self._flusher.start()
 
     def flush(self) -> None:
         with self._lock:
@@ -55,20 +61,27 @@ class _Channel:
 
     def close(self) -> None:
         with self._lock:
-            self._f.close()
+            self._flush_locked(time.monotonic())
+            self._closed = True
+            os.close(self._fd)
 
     def _flush_locked(self, now: float) -> None:
+        chunk = b""
         try:
-            self._f.flush()
-        except (OSError, ValueError):   # the parent is gone, or the channel closed: nobody to tell
+            for line in self._lines + [b""]:
+                if chunk and (not line or len(chunk) + len(line) > self.PIPE_BUF):
+                    while chunk:   # a pipe takes a write <= PIPE_BUF whole; a longer single line is split
+                        chunk = chunk[os.write(self._fd, chunk):]
+                chunk += line
+        except OSError:   # the parent is gone, or the channel closed: nobody to tell
             pass
-        self._last, self._waiting = now, False
+        self._lines, self._last = [], now
 
     def _flush_late(self) -> None:
-        while not self._f.closed:
+        while not self._closed:
             time.sleep(self.FLUSH_S)
             with self._lock:
-                if self._waiting and not self._f.closed and time.monotonic() - self._last >= self.FLUSH_S:
+                if self._lines and not self._closed and time.monotonic() - self._last >= self.FLUSH_S:
                     self._flush_locked(time.monotonic())
 
 
@@ -194,9 +207,12 @@ class Workload:
 
         s = self.spec
         seed = s.seed if split == "train" else s.seed + 1
-        if self.custom_data:
-            return _factory.batches(s.dataset, s.batch_size, s.seq_len, s.seed, split)
-        return _data.batches(self.task, _data.load_examples(s.dataset, split), self.tokenizer, s.batch_size,
+        rank, world = _rank_world()
+        shard = split == "train" and world > 1   # DistributedSampler's split: process r takes every world-th example
+        if self.custom_data:   # a factory's stream cannot be split: each process draws its own with seed + rank
+            return _factory.batches(s.dataset, s.batch_size, s.seq_len, s.seed + rank if shard else s.seed, split)
+        examples = _data.load_examples(s.dataset, split)
+        return _data.batches(self.task, examples[rank::world] if shard else examples, self.tokenizer, s.batch_size,
                              s.seq_len, s.padding, seed)
 
     def flops(self, n_params: int) -> float | None:
@@ -211,6 +227,24 @@ class Workload:
         return _factory.count_flops(s.model, s.size, s.seq_len, self.num_labels, s.dropout, s.seed, first)
 
 
+def _rank_world() -> tuple[int, int]:
+    """(rank, world size) under torchrun; (0, 1) for a single-process job."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _init_data_parallel(chan: _Channel, device) -> int:
+    """Join the job's process group (gloo on CPU, NCCL on CUDA); returns the world size (1: no group)."""
+    rank, world = _rank_world()
+    if world == 1:
+        return 1
+    import torch.distributed as dist
+
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend)
+    chan.send("parallel", world_size=world, backend=backend, local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+    return world
+
+
 def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     """The measured loop: one straight path from spec to step records."""
     chan.send("phase", phase="loading")   # importing torch alone takes seconds: the stall clock starts here
@@ -220,17 +254,19 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     from ._models import count_params
     from ._backends import get_backend
 
-    torch.set_num_threads(spec.threads or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(spec.threads or max(1, len(os.sched_getaffinity(0)) // spec.nproc))
     backend = get_backend(spec.backend)
     _announce(chan, spec)
     chan.send("log", line=f"[tcbench] {torch.get_num_threads()} CPU thread(s) for this job")
     device = backend.setup(spec, os.environ.get("TCBENCH_XLA_CACHE", os.path.join(run_dir, "xla-cache")))
+    world = _init_data_parallel(chan, device)
 
     work = Workload(spec)
     model = work.model()
     n_params = count_params(model)
     flops = work.flops(n_params)          # before prepare: a factory's count runs on a meta-device copy
-    backend.prepare(model, spec)
+    backend.prepare(model, spec)          # under torchrun: wrapped in DistributedDataParallel
+    comm = getattr(backend, "comm", None)
     torch.manual_seed(spec.seed)
     # Encoding the data set happens here, before the meter: it is the same for every backend and batch size,
     # and its transient peak would otherwise dominate a small model's training memory.
@@ -247,7 +283,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     else:
         it = (_data.batch_on_device(b, device) for b in batches)
     budget = None if spec.memory_budget_gb is None else spec.memory_budget_gb * 2**30
-    if spec.eval_batches and not spec.compiled:   # the untrained model's held-out loss: did training learn?
+    if spec.eval_batches and not spec.compiled and chan.rank == 0:   # the untrained model's loss: did it learn?
         chan.send("phase", phase="eval")
         losses = evaluate(spec, backend, work, device)
         chan.send("eval", when="initial", eval_loss=sum(losses) / len(losses), losses=losses)
@@ -270,8 +306,10 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
         loss = float(loss_t) if read else None
         dev_peak = backend.peak_memory()
         mem = dev_peak if dev_peak is not None else meter.peak_above_baseline()
-        chan.send("step", step=step, step_s=dt, samples_s=samples / dt, tokens_s=samples * seq / dt,
-                  mem_bytes=int(mem), loss=loss, warmup=step < spec.warmup_steps, seq_len=seq, cpu_s=cpu)
+        # data parallel: rank 0 reports; a step is synchronous (the all-reduce), so the job's throughput is world×
+        chan.send("step", step=step, step_s=dt, samples_s=world * samples / dt, tokens_s=world * samples * seq / dt,
+                  mem_bytes=int(mem), loss=loss, warmup=step < spec.warmup_steps, seq_len=seq, cpu_s=cpu,
+                  **(comm.take() if comm is not None else {}))
         if step == spec.warmup_steps - 1:
             chan.send("counters", when="after_warmup", counters=backend.counters())
         if loss is not None and not math.isfinite(loss):
@@ -283,7 +321,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
                     f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
             return
     _send_sched(chan, steady_from)
-    if spec.eval_batches:
+    if spec.eval_batches and chan.rank == 0:
         chan.send("phase", phase="eval")
         losses = evaluate(spec, backend, work, device)
         chan.send("eval", eval_loss=sum(losses) / len(losses), losses=losses)
@@ -311,6 +349,7 @@ def evaluate(spec: JobSpec, backend, work: "Workload", device) -> list[float]:
     from . import _data
 
     model = backend.model
+    model = getattr(model, "module", model)   # DDP's replica on this process: no collective in an evaluation
     model.eval()
     batches = work.batches("eval")
     losses = []
@@ -360,7 +399,9 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
     spec = JobSpec.from_json(argv[0])
-    chan = _Channel(int(argv[1]))
+    rank, _ = _rank_world()
+    channel = os.environ.get("TCBENCH_CHANNEL")   # data parallel: the ranks share the launcher's FIFO
+    chan = _Channel(os.open(channel, os.O_WRONLY) if channel else int(argv[1]), rank)
     run_dir = argv[2]
     try:
         train(spec, chan, run_dir)
@@ -368,9 +409,26 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         tb = traceback.format_exc()
         status = _classify(exc)
-        chan.send("end", status=status, error=f"{type(exc).__name__}: {exc}"[:2000], traceback=tb[-6000:])
+        keep = 6000 if rank == 0 else 1500   # another rank's end stays one whole write on the shared FIFO
+        chan.send("end", status=status, error=f"{type(exc).__name__}: {exc}"[:min(2000, keep)], traceback=tb[-keep:])
+        chan.flush()
         return 1
+    finally:
+        _leave_group()
+    chan.flush()
     return 0
+
+
+def _leave_group() -> None:
+    if "torch.distributed" not in sys.modules:
+        return
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - the job's result is already sent
+        pass
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The ``tcbench`` command line: compare, noise-floor, run, history, catalogs, max batch and learning-rate retuning.
+"""The ``tcbench`` command line: compare, noise-floor, run, history, catalogs, max batch, learning-rate retuning
+and the projected data-parallel scaling.
 
 Every table speaks the same units under the same names (median step ms, IQR ms, CV, samples/s, compile s,
 peak MiB, MFU, noisy); the full data stays in ``--json`` and in ``tc.runs()``. Errors a user can fix are
@@ -50,6 +51,8 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stall-s", type=float, default=300.0,
                    help="stop a job that reports nothing for max(this, 20 x its median step) seconds (default 300)")
     p.add_argument("--timeout-s", type=float, default=None, help="optional cap on one job's wall-clock seconds")
+    p.add_argument("--nproc", type=int, default=1,
+                   help="data-parallel processes (torchrun + DDP; --batch-size is per process)")
 
 
 def _spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
@@ -57,7 +60,7 @@ def _spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
                    steps=a.steps, warmup_steps=a.warmup, lr=a.lr, seed=a.seed, precision=a.precision,
                    padding=a.padding, dataset=a.dataset, profile=a.profile, compile_mode=a.compile_mode,
                    loss_every=a.loss_every, dropout=a.dropout, threads=a.threads, cache=a.cache, debug=a.debug,
-                   stall_s=a.stall_s, timeout_s=a.timeout_s)
+                   stall_s=a.stall_s, timeout_s=a.timeout_s, nproc=a.nproc)
 
 
 def _backends(text: str) -> list[str]:
@@ -410,8 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="what is installed, what each backend needs, what is missing (and the pip "
                    "command)").set_defaults(func=doctor_cli)
     from .tuning.cli import add_subcommands
+    from .parallel.cli import add_subcommands as add_parallel_subcommands
 
     add_subcommands(sub)
+    add_parallel_subcommands(sub)
     return ap
 
 

@@ -84,6 +84,30 @@ def test_nvidia_smi_is_parsed_and_guarded(monkeypatch):
     assert _profiles._nvidia_gpus() == []
 
 
+def test_intra_node_bandwidth_is_sourced_for_every_multi_device_profile():
+    for p in _catalog_profiles():
+        if p.accelerator_count > 1:
+            assert p.intra_node_gbytes_s is not None and p.intra_node_gbytes_s > 0, p.name
+            assert "GB/s" in p.sources["intra_node_gbytes_s"], p.name
+        else:
+            assert p.intra_node_gbytes_s is None, p.name
+    # per device, each way: NVLink 2.0 (V100) 300 GB/s both ways -> 150; A100 NVSwitch 600 -> 300; PCIe Gen3/Gen4 x16
+    assert profile("ml.p3.16xlarge").intra_node_gbytes_s == 150.0
+    assert profile("ml.p4d.24xlarge").intra_node_gbytes_s == 300.0
+    assert profile("ml.g4dn.12xlarge").intra_node_gbytes_s == 16.0 and profile("ml.g5.48xlarge").intra_node_gbytes_s == 32.0
+    assert local_profile().intra_node_gbytes_s is None and local_profile().sources["intra_node_gbytes_s"]
+
+
+@pytest.mark.parametrize("name, value, allowed", [("ml.p4d.24xlarge", -300, "> 0"), ("ml.p4d.24xlarge", None, "GB/s"),
+                                                  ("ml.g5.xlarge", 32.0, "null")])
+def test_bad_intra_node_bandwidth_names_profile_and_field(tmp_path, monkeypatch, name, value, allowed):
+    _write_catalog(tmp_path, monkeypatch, lambda d: _find(d, name).update(intra_node_gbytes_s=value))
+    with pytest.raises(ValueError) as err:
+        profiles()
+    text = str(err.value)
+    assert name in text and "'intra_node_gbytes_s'" in text and repr(value) in text and allowed in text
+
+
 def test_label_and_memory_budget():
     g5 = profile("ml.g5.2xlarge")
     assert g5.label == "ml.g5.2xlarge — 1× A10G 24 GiB — $1.52/h"
@@ -114,7 +138,7 @@ def test_profiles_dataframe():
     df = profiles()
     assert list(df.columns) == [
         "name", "family", "accelerator", "count", "memory_per_device_gib", "vcpus", "host_memory_gib",
-        "network_gbps", "efa", "nvlink", "peak_fp32_tflops", "peak_bf16_tflops", "peak_fp16_tflops",
+        "network_gbps", "efa", "nvlink", "intra_node_gbytes_s", "peak_fp32_tflops", "peak_bf16_tflops", "peak_fp16_tflops",
         "price_per_hour", "region", "price_date", "label"]
     assert df["name"].iloc[0] == "this-machine" and len(df) == len(EXPECTED) + 1
     row = df.set_index("name").loc["ml.p4d.24xlarge"]

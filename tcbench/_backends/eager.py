@@ -7,7 +7,7 @@ from typing import Any
 
 from .._spec import JobSpec
 from .._factory import loss_of
-from ._base import adamw, autocast_ctx, local_device
+from ._base import adamw, autocast_ctx, data_parallel, local_device
 
 
 class EagerBackend:
@@ -26,7 +26,7 @@ class EagerBackend:
     def prepare(self, model: Any, spec: JobSpec) -> None:
         import torch
 
-        self.model = model.to(self.device).train()
+        self.model, self.comm = data_parallel(model.to(self.device).train(), self.device, spec.precision)
         self.opt = adamw(self.model.parameters(), spec, self.device.type, fused=True)
         self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
         self.forward, self.opt_step = self.model, self.opt.step   # the compiled backend swaps these

@@ -12,6 +12,7 @@ import shutil
 from typing import Any
 
 from .._spec import JobSpec
+from ._base import data_parallel
 from .eager import EagerBackend
 
 
@@ -33,7 +34,7 @@ class InductorBackend(EagerBackend):
     def prepare(self, model: Any, spec: JobSpec) -> None:
         import torch
 
-        self.model = model.to(self.device).train()
+        self.model, self.comm = data_parallel(model.to(self.device).train(), self.device, spec.precision)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=spec.lr, foreach=True)
         self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
         mode = None if spec.compile_mode == "default" else spec.compile_mode

@@ -1,0 +1,181 @@
+"""Data-parallel jobs (JobSpec.nproc): torchrun + DDP on gloo, their records, their ends, and their spec checks.
+
+Integration tests run 2 processes × 1 thread (this machine has 2 cores) on tiny models; they assert results,
+records, world size, all-reduce bytes and loss parity — never timings.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import tcbench as tc
+from tcbench import JobSpec, SpecError
+
+DDP = dict(model="bert-base-cased", size="tiny", seq_len=32, batch_size=4, steps=6, warmup_steps=2, lr=1e-3,
+           threads=1, dropout=0.0, nproc=2)
+
+
+def test_nproc_is_checked_and_gives_the_global_batch():
+    assert JobSpec(**DDP).global_batch == 8 and JobSpec().global_batch == JobSpec().batch_size
+    for bad in (0, -1, 1.5, "2", 65):
+        with pytest.raises(SpecError) as e:
+            JobSpec(**{**DDP, "nproc": bad})
+        assert e.value.field == "nproc"
+    with pytest.raises(SpecError) as e:
+        JobSpec(**{**DDP, "noise_micro_batches": 2})
+    assert e.value.field == "noise_micro_batches" and "nproc=2" in str(e.value)
+
+
+def test_more_processes_than_cores_is_refused_before_anything_starts():
+    cores = len(os.sched_getaffinity(0))
+    with pytest.raises(SpecError) as e:
+        tc.preflight(JobSpec(**{**DDP, "nproc": cores + 1}))
+    assert e.value.field == "nproc" and str(cores) in str(e.value)
+
+
+def test_a_mis_set_xla_device_count_is_named_with_its_fix(monkeypatch):
+    monkeypatch.setenv("GPU_NUM_DEVICES", "4")
+    with pytest.raises(SpecError) as e:
+        tc.preflight(JobSpec(**{**DDP, "backend": "xla"}))
+    assert e.value.field == "nproc" and "Missing XLA configuration" in str(e.value) and "GPU_NUM_DEVICES=2" in str(e.value)
+
+
+def test_xla_data_parallel_on_the_cpu_device_is_unavailable_with_the_upstream_issue(store, monkeypatch):
+    monkeypatch.delenv("GPU_NUM_DEVICES", raising=False)
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    res = tc.run(JobSpec(**{**DDP, "backend": "xla"}), store=store)
+    assert res.status == "unavailable" and "pytorch/xla#5005" in res.error and "backend='eager'" in res.error
+    assert not res.records
+
+
+def test_the_cli_takes_nproc():
+    import argparse
+
+    from tcbench.cli import _spec, _spec_args
+
+    p = argparse.ArgumentParser()
+    _spec_args(p)
+    assert _spec(p.parse_args(["--nproc", "2", "--threads", "1"])).nproc == 2
+
+
+@pytest.mark.integration
+def test_two_processes_train_with_ddp_and_report_the_all_reduce(store):
+    res = tc.run(JobSpec(**DDP, eval_batches=2), store=store)
+    assert res.status == "ok", res.error + res.log_tail[-2000:]
+    assert res.extra["world_size"] == 2 and res.extra["dist_backend"] == "gloo"
+    assert [r.step for r in res.records] == list(range(6)) and all(r.loss is not None for r in res.records)
+    assert res.extra["rank_ends"] == {"1": {"status": "ok", "error": ""}}
+    ar = res.extra["allreduce"]
+    assert ar["steps"] == 4 and ar["ms_median"] > 0 and 0 < ar["share_of_step"] < 1
+    # fp32 gradients: 4 bytes per trainable parameter go into the all-reduce every step
+    assert ar["bytes_per_step"] == 4 * res.extra["n_params"]
+    assert res.extra["eval_loss"] is not None and res.extra["eval_loss_initial"] is not None
+    stored = store.query("SELECT COUNT(*) AS n FROM steps WHERE run_id = ?", (res.run_id,))
+    assert int(stored.n.iloc[0]) == 6
+
+
+@pytest.mark.integration
+def test_inductor_compiles_the_ddp_model_and_trains(store):
+    res = tc.run(JobSpec(**{**DDP, "backend": "inductor", "steps": 4, "warmup_steps": 1}), store=store)
+    assert res.status == "ok", res.error + res.log_tail[-2000:]
+    assert res.extra["world_size"] == 2 and res.extra["counters"]["compiles"] >= 1
+    assert res.extra["allreduce"]["bytes_per_step"] == 4 * res.extra["n_params"]
+    assert all(r.loss is not None for r in res.records)
+
+
+@pytest.mark.integration
+def test_two_processes_learn_like_one_at_the_same_global_batch(store):
+    """Loss parity: 2 × 4 samples per step under DDP against 8 in one process (the same 32 held-out samples)."""
+    base = dict(model="gpt2", size="tiny", seq_len=32, steps=16, warmup_steps=2, lr=3e-3, threads=1, dropout=0.0)
+    one = tc.run(JobSpec(**base, batch_size=8, eval_batches=4), store=store)
+    two = tc.run(JobSpec(**base, batch_size=4, nproc=2, eval_batches=8), store=store)
+    assert one.ok and two.ok, (one.error, two.error)
+    assert two.spec.global_batch == one.spec.batch_size
+    drop_one = one.extra["eval_loss_initial"] - one.extra["eval_loss"]
+    drop_two = two.extra["eval_loss_initial"] - two.extra["eval_loss"]
+    assert drop_one > 1 and drop_two > 1, (drop_one, drop_two)     # both learned (from ≈ ln 4096)
+    assert abs(one.extra["eval_loss"] - two.extra["eval_loss"]) < 0.2 * drop_one
+
+
+@pytest.mark.integration
+def test_a_failing_rank_ends_the_job_with_its_reason(store, tmp_path, monkeypatch):
+    """Rank 1's data factory raises: the job fails naming rank 1 and its error, and no rank is left running."""
+    (tmp_path / "rankdata.py").write_text(
+        "import os, torch\n"
+        "def batches(batch_size, seq_len, seed, split):\n"
+        "    if split == 'train' and os.environ.get('RANK') == '1':\n"
+        "        raise RuntimeError('rank one has no data')\n"
+        "    g = torch.Generator().manual_seed(seed)\n"
+        "    while True:\n"
+        "        ids = torch.randint(5, 100, (batch_size, seq_len), generator=g)\n"
+        "        yield {'input_ids': ids, 'attention_mask': torch.ones_like(ids), 'labels': ids[:, 0] % 2}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    res = tc.run(JobSpec(**{**DDP, "dataset": "rankdata:batches"}), store=store)
+    assert res.status == "failed" and res.error.startswith("rank 1:") and "rank one has no data" in res.error
+    assert not _ranks_of(res)
+
+
+@pytest.mark.integration
+def test_sigkill_of_the_launcher_leaves_no_rank(store):
+    spec = JobSpec(**{**DDP, "steps": 400, "warmup_steps": 1})
+    seen = threading.Event()
+    box: dict = {}
+
+    def observer(event: dict) -> None:
+        if event["type"] == "step":
+            seen.set()
+
+    t = threading.Thread(target=lambda: box.update(res=tc.run(spec, observer=observer, store=store)))
+    t.start()
+    assert seen.wait(300), "no step arrived"
+    run = store.runs().iloc[-1]
+    launcher = int(run["worker_pid"])
+    ranks = _children(launcher)
+    assert len(ranks) == 2, ranks
+    os.kill(launcher, signal.SIGKILL)
+    t.join(120)
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in ranks) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in ranks), [(p, _cmdline(p)) for p in ranks if _alive(p)]
+    res = box["res"]
+    assert res.status == "interrupted" and "SIGKILL" in res.error and res.records   # its steps are kept
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def _ranks_of(res) -> list[int]:
+    """Processes still running this job's worker (its run folder is in their command line)."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and res.artifacts in _cmdline(int(p))
+            and "tcbench._worker" in _cmdline(int(p)) and _alive(int(p))]
