@@ -61,6 +61,11 @@ def test_the_cli_takes_nproc():
     p = argparse.ArgumentParser()
     _spec_args(p)
     assert _spec(p.parse_args(["--nproc", "2", "--threads", "1"])).nproc == 2
+    from tcbench.cli import build_parser
+    from tcbench.parallel.cli import cmd_scaling
+
+    a = build_parser().parse_args(["scaling", "--nprocs", "1,2", "--threads", "1", "--rounds", "2"])
+    assert a.func is cmd_scaling and a.nprocs == "1,2" and a.rounds == 2 and not a.no_parity
 
 
 @pytest.mark.integration
@@ -179,3 +184,31 @@ def _ranks_of(res) -> list[int]:
     """Processes still running this job's worker (its run folder is in their command line)."""
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and res.artifacts in _cmdline(int(p))
             and "tcbench._worker" in _cmdline(int(p)) and _alive(int(p))]
+
+
+def test_scaling_refuses_bad_process_counts_before_any_job(store):
+    for bad in ([1], [1, 1], [0, 2], [1, "2"]):
+        with pytest.raises(SpecError) as e:
+            tc.scaling(JobSpec(**DDP), nprocs=bad, store=store)
+        assert e.value.field == "nprocs"
+    with pytest.raises(SpecError) as e:
+        tc.scaling(JobSpec(**DDP), nprocs=[1, len(os.sched_getaffinity(0)) + 1], store=store)
+    assert e.value.field == "nproc"
+    assert store.comparisons().empty   # nothing was stored or started
+
+
+@pytest.mark.integration
+def test_scaling_measures_the_factor_with_its_interval_and_loss_parity(store):
+    base = dict(model="gpt2", size="tiny", seq_len=32, batch_size=4, steps=16, warmup_steps=2, lr=3e-3, threads=1,
+                dropout=0.0)
+    res = tc.scaling(JobSpec(**base), nprocs=[1, 2], rounds=1, store=store)
+    t = res.table()
+    assert list(t.nproc) == [1, 2] and list(t.global_batch) == [4, 8]
+    assert t.scaling_factor.iloc[0] == 1.0 and t.verdict.iloc[0] == "baseline"
+    two = t.iloc[1]
+    assert two.ok_runs == "1/1" and 0 < two.ci_low <= two.scaling_factor <= two.ci_high
+    assert two.allreduce_mib > 0 and 0 < two.comm_share < 1
+    assert two.verdict.startswith(("scaling factor", "inconclusive"))
+    assert two.parity is True, two.parity_note          # DDP 2 × 4 learns as one process at batch 8
+    assert res.parity_runs[2].spec.batch_size == 8 and "2 processes (global batch 8)" in res.describe()
+    assert (store.comparisons().kind == "scaling").any() and len(res.plot().data) == 2

@@ -1,5 +1,6 @@
-"""CLI subcommand ``tcbench project-scaling`` (added by ``cli.build_parser``): the data-parallel scaling projected per
-instance profile, an estimate from a ring all-reduce model (no job runs)."""
+"""CLI subcommands (added by ``cli.build_parser``): ``tcbench scaling`` (measured here: the same job at 1, 2, …
+processes) and ``tcbench project-scaling`` (per instance profile, an estimate from a ring all-reduce model; no job
+runs)."""
 
 from __future__ import annotations
 
@@ -42,8 +43,28 @@ def cmd_project_scaling(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scaling(a: argparse.Namespace) -> int:
+    from ..cli import _print, _spec
+    from .scaling import scaling
+
+    res = scaling(_spec(a, a.backend), nprocs=_whole_numbers(a.nprocs, "--nprocs"), rounds=a.rounds,
+                  parity=not a.no_parity)
+    _print(res.table())
+    print(res.describe())
+    return 0 if all(r.ok for r in res.results) else 1
+
+
 def add_subcommands(sub: "argparse._SubParsersAction") -> None:
-    """Add ``project-scaling`` to the ``tcbench`` parser's subcommands."""
+    """Add ``scaling`` and ``project-scaling`` to the ``tcbench`` parser's subcommands."""
+    from ..cli import _spec_args
+
+    p = sub.add_parser("scaling", help="measured data-parallel scaling: the job at 1, 2, … torchrun processes")
+    _spec_args(p)
+    p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"])
+    p.add_argument("--nprocs", default="1,2", help="comma-separated process counts; the first is the baseline")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--no-parity", action="store_true", help="skip the one-process run at each global batch")
+    p.set_defaults(func=cmd_scaling)
     p = sub.add_parser("project-scaling", help="projected data-parallel scaling per instance profile (an estimate "
                                                "from a ring all-reduce model; no job runs)")
     p.add_argument("--model", default="bert-base-cased", help="catalog model whose parameter count is used (tcbench models)")
