@@ -50,3 +50,44 @@ def test_bad_arguments_are_refused_with_the_value(rb, monkeypatch, capsys, argv,
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert word in err and argv[1] in err
+
+
+@pytest.fixture(scope="module")
+def lt():
+    spec = importlib.util.spec_from_file_location("lr_transfer", ROOT / "benchmarks" / "lr_transfer.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _pred(lr, lr_star, loss, l_star):
+    import math
+
+    return {"lr": lr, "abs_log": abs(math.log(lr / lr_star)), "loss": loss, "regret": loss - l_star,
+            "rel_regret": (loss - l_star) / l_star}
+
+
+def test_lr_transfer_table_gives_regrets_medians_and_the_retune_fraction(lt, tmp_path, monkeypatch):
+    rows = {}
+    for k, l_star in ((2, 2.0), (4, 3.0)):
+        rows[str(k)] = {"k": k, "b1": 4 * k, "steps": 320 // k, "lr_star": 0.003, "l_star": l_star, "l_star_se": 0.01,
+                        "linear": _pred(0.003 * k, 0.003, l_star + 1.0, l_star),
+                        "sqrt": _pred(0.003 * k ** 0.5, 0.003, l_star + 0.5, l_star),
+                        "noise": _pred(0.0035, 0.003, l_star + 0.01, l_star),
+                        "retune": {"best_lr": 0.0035, "regret": 0.01, "rel_regret": 0.01 / l_star, "fraction": 0.3,
+                                   "fraction_with_noise": 0.4, "n_trials": 5, "n_pruned": 3, "nothing_learned": False}}
+    data = {"jobs": {}, "models": {"gpt2": {"b0": 4, "steps": 320, "lr0": 0.003, "l0": 2.1, "per_k": rows,
+                                            "noise": {"b_simple": 22.1, "low": 17.4, "high": None, "wall_s": 30}}}}
+    monkeypatch.setitem(lt.OUT, "md", tmp_path / "lr.md")
+    lt.write(data)
+    md = (tmp_path / "lr.md").read_text()
+    assert "B_simple = 22.1 samples (95 % interval 17.4–unbounded)" in md
+    assert "| 2 | 8 | 160 | 0.003 | 2.0000 ± 0.0100 | 0.006, 0.69, +1.0000 |" in md
+    assert "Median over k: linear regret +1.0000" in md and "noise regret +0.0100" in md
+    assert "samples ÷ grid's median 30% (worst 30%; 40% counting the noise job)" in md
+
+
+def test_lr_transfer_refuses_an_unknown_model_before_any_job(lt, capsys):
+    with pytest.raises(SystemExit) as e:
+        lt.main(["--models", "gpt2,resnet"])
+    assert e.value.code == 2 and "'resnet'" in capsys.readouterr().err
