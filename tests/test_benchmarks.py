@@ -9,12 +9,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def rb():
-    spec = importlib.util.spec_from_file_location("run_benchmarks", ROOT / "benchmarks" / "run_benchmarks.py")
+def _script(name: str):
+    """A benchmarks/ script loaded as a module (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def rb():
+    return _script("run_benchmarks")
 
 
 def _row(backend, speedup, lo, hi, break_even):
@@ -54,10 +59,7 @@ def test_bad_arguments_are_refused_with_the_value(rb, monkeypatch, capsys, argv,
 
 @pytest.fixture(scope="module")
 def lt():
-    spec = importlib.util.spec_from_file_location("lr_transfer", ROOT / "benchmarks" / "lr_transfer.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _script("lr_transfer")
 
 
 def _pred(lr, lr_star, loss, l_star):

@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from .._compare import _median as med
 from .._metrics import fmt_ratio, loss_parity, ratio_interval, steady
 from .._preflight import check as preflight
 from .._results import JobResult
@@ -49,8 +50,6 @@ class ScalingResult:
         # same batch per process: throughput(n) ÷ ((n/first) × throughput(first)) = t(first) ÷ t(n)
         factor, low, high = ratio_interval(pairs) if n != self.nprocs[0] else (1.0, None, None)
         ar = [r.extra.get("allreduce") or {} for r in ok]
-        med = lambda xs: float(pd.Series([x for x in xs if x is not None], dtype=float).median()) if any(
-            x is not None for x in xs) else None
         parity, note = None, ""
         if n in self.parity_runs and ok:
             one = self.parity_runs[n]
