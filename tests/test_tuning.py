@@ -196,6 +196,21 @@ def test_pruning_and_nan_do_not_stop_the_study(fake, store):
     assert res.best_lr is not None and 1e-3 < res.best_lr < 1e-2
 
 
+def test_halving_prunes_at_its_first_rung_and_never_past_half_the_steps(fake, store):
+    from tcbench.tuning.retune import min_resource, prune_until
+
+    res = retune_lr(SPEC, 32, n_trials=8, seed=1, noise=False, budget="equal_steps", sampler="random",
+                    pruner="halving", store=store)
+    steps = SPEC.steps   # equal_steps: every trial trains SPEC.steps
+    assert prune_until("halving", steps) == steps // 2 and prune_until("median", steps) == steps
+    pruned = res.trials[res.trials.state == "PRUNED"]
+    assert len(pruned) >= 1, res.trials
+    # the fake honours the stop at once: a pruned trial ran exactly to the first rung (reported there, not at
+    # the next multiple of report_every), never beyond half its steps
+    assert (pruned.steps_run == min_resource(steps)).all(), res.trials
+    assert (res.trials[res.trials.state == "COMPLETE"].steps_run == steps).all(), res.trials
+
+
 def test_pruned_after_the_job_finished_is_pruned_and_says_so(monkeypatch, store):
     import tcbench._runner as runner
 

@@ -21,7 +21,9 @@ compared with each guess on the same batches: it beats a guess only beyond noise
 **Pruning**: every ``report_every`` steps the mean training loss of that window is reported
 (``trial.report``); when the pruner says so, the job's stop event is set (the job ends
 ``interrupted``) and the trial is pruned. The default is successive halving from a third of the steps on
-(``min_resource``): judged earlier, small learning rates win by falling fastest at first (Wu et al. 2018). A trial whose loss became NaN/inf (``diverged``) or that
+(``min_resource``): judged earlier, small learning rates win by falling fastest at first (Wu et al. 2018). Its
+pruning stops at half the steps (``prune_until``): a later stop saves less than half a trial, and the noisy training
+loss would overrule the held-out loss that decides a few steps later. A trial whose loss became NaN/inf (``diverged``) or that
 failed is marked FAIL with its reason in ``user_attrs``; the study goes on.
 
 **Storage**: ``None`` keeps the study in memory; ``"store"`` puts it in tcbench's own SQLite file;
@@ -239,6 +241,18 @@ def min_resource(steps: int) -> int:
     return max(2, steps // 3)
 
 
+def prune_until(pruner: Any, steps: int) -> int:
+    """The last step at which a trial may be pruned: half of ``steps`` for successive halving (its next rung, three
+    times the first, would fall at the end), all of them for any other pruner."""
+    return max(min_resource(steps), steps // 2) if pruner == "halving" else steps
+
+
+def _report_now(step: int, report_every: int, first_rung: int) -> bool:
+    """Report the window's mean every ``report_every`` steps and at the first rung itself (so halving decides there,
+    not at the next multiple of ``report_every``)."""
+    return step % report_every == 0 or step == first_rung
+
+
 def _make_pruner(pruner: Any, steps: int):
     """'halving': successive halving from a third of the steps on (rungs ×3); 'median': after two trials, from
     half the steps on, stop trials worse than the median; 'none'."""
@@ -319,13 +333,13 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
             if rec is None or rec.loss is None or own.is_set():
                 return
             window.append(rec.loss)
-            if (rec.step + 1) % ctx["report_every"] == 0:
+            if _report_now(rec.step + 1, ctx["report_every"], ctx["first_rung"]):
                 value = sum(window) / len(window)
                 window.clear()
                 if math.isfinite(value):
                     try:
                         trial.report(value, rec.step + 1)
-                        prune = trial.should_prune()
+                        prune = rec.step + 1 <= ctx["prune_until"] and trial.should_prune()
                     except UpdateFinishedTrialError:   # another process took this trial for dead
                         ctx["lost"] = True
                         own.set()
@@ -600,6 +614,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
                                        budget=budget, steps=trial_steps, guesses=guesses))
     ctx = dict(low=low, high=high, new_batch=new_batch_size, steps=trial_steps, eval_batches=eval_batches, store=store,
                report_every=report_every, stop=stop, observer=notify, comparison_id=cid,
+               first_rung=min_resource(trial_steps), prune_until=prune_until(pruner, trial_steps),
                storage=backend_storage, heartbeat=heartbeat_on(backend_storage), lost=False)
     t0, status, finals = time.monotonic(), "interrupted", None   # interrupted unless the loop ends on its own
     try:
