@@ -174,3 +174,9 @@ def test_cli_subcommands_parse():
     a = ap.parse_args(["predict-lr", "--new-batch-size", "64", "--optimizer", "sgd"])
     assert a.new_batch_size == 64 and a.optimizer == "sgd" and a.micro_batches == 2
     assert ap.parse_args(["noise-scale", "--micro-batches", "4"]).micro_batches == 4
+    for cmd in ("predict-lr", "retune-lr"):   # a process count instead of a batch: one of the two, never both
+        a = ap.parse_args([cmd, "--nproc", "2", "--new-nproc", "4"])
+        assert (a.nproc, a.new_nproc, a.new_batch_size) == (2, 4, None)
+        for argv in ([cmd], [cmd, "--new-nproc", "4", "--new-batch-size", "64"]):
+            with pytest.raises(SystemExit):
+                ap.parse_args(argv)

@@ -131,3 +131,31 @@ def test_a_noise_scale_job_trains_the_same_and_stores_its_estimate():
     assert np.allclose(a.to_numpy(), b.to_numpy(), rtol=2e-3), (a.tolist(), b.tolist())
     p = tc.predict_lr(spec, 32)   # the stored estimate is found: no second job
     assert p.noise == noise and len(tc.runs()) == before + 2
+
+
+def test_predict_lr_for_more_processes_is_the_prediction_for_the_global_batch(tmp_path):
+    noise = NoiseScale(b_simple=64.0, low=32.0, high=128.0, tr_sigma=1.0, g2=1.0 / 64, batch_size=16, micro_batch=8,
+                       steps=20)
+    spec = tc.JobSpec(batch_size=8, nproc=2, lr=1e-3)   # global batch 16
+    p = tc.predict_lr(spec, nproc=4, noise=noise)        # → 4 × 8 = 32
+    same = tc.predict_lr(spec, 32, noise=noise)
+    assert (p.old_batch, p.new_batch, p.processes) == (16, 32, (2, 4))
+    assert p.lr == pytest.approx(same.lr) and p.linear_lr == pytest.approx(2e-3)
+    assert p.describe().startswith("global batch 16 (2 × 8) → 32 (4 × 8)")
+    for kw in ({}, {"new_batch_size": 32, "nproc": 4}):   # neither, or both: refused before any job
+        with pytest.raises(tc.SpecError, match="exactly one"):
+            tc.predict_lr(spec, noise=noise, **kw)
+    with pytest.raises(tc.SpecError) as e:
+        tc.predict_lr(spec, nproc=0, noise=noise)
+    assert e.value.field == "nproc"
+
+
+def test_the_noise_scale_of_a_data_parallel_job_is_looked_up_as_one_process_at_its_global_batch(tmp_path):
+    from tcbench.tuning.noise import one_process, stored_noise_scale
+
+    spec = tc.JobSpec(batch_size=8, nproc=2, lr=1e-3)
+    one = one_process(spec)
+    assert (one.nproc, one.batch_size, one.global_batch) == (1, 16, spec.global_batch)
+    assert one_process(one) is one
+    store = tc.Store(str(tmp_path / "s.db"))
+    assert stored_noise_scale(spec, store) is None   # a data-parallel spec is looked up without error

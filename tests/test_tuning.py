@@ -196,6 +196,16 @@ def test_pruning_and_nan_do_not_stop_the_study(fake, store):
     assert res.best_lr is not None and 1e-3 < res.best_lr < 1e-2
 
 
+def test_retune_for_more_processes_trains_one_process_at_the_global_batch(fake, store):
+    spec = SPEC.replace(nproc=2)   # 2 × 8: global batch 16
+    res = retune_lr(spec, nproc=4, n_trials=4, seed=0, noise=False, pruner="none", store=store)
+    assert res.new_batch_size == 32 and res.processes == (2, 4) and res.spec.batch_size == 16
+    assert all(c.nproc == 1 and c.batch_size == 32 for c in fake)   # every trial: one process, the global batch
+    assert all(c.steps == SPEC.steps // 2 for c in fake)              # equal samples against the global batch 16
+    assert res.linear_lr == pytest.approx(2 * SPEC.lr)
+    assert "for 4 processes (global batch 32, from 2)" in res.describe()
+
+
 def test_halving_prunes_at_its_first_rung_and_never_past_half_the_steps(fake, store):
     from tcbench.tuning.retune import min_resource, prune_until
 

@@ -40,7 +40,7 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
     from .retune import retune_lr
     from ..cli import _print, _spec
 
-    res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, n_trials=a.trials, storage=a.storage,
+    res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, nproc=a.new_nproc, n_trials=a.trials, storage=a.storage,
                     study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps, eval_batches=a.eval_batches,
                     search_factor=a.search_factor, seed=a.seed, pruner=a.pruner, observer=_progress,
                     budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer, seeds=a.seeds,
@@ -80,7 +80,8 @@ def cmd_predict_lr(a: argparse.Namespace) -> int:
     from ..cli import _print, _spec
 
     try:
-        p = predict_lr(_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches)
+        p = predict_lr(_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches,
+                       nproc=a.new_nproc)
     except RuntimeError as exc:
         print(f"error: {exc}")
         return 1
@@ -88,6 +89,14 @@ def cmd_predict_lr(a: argparse.Namespace) -> int:
     print(p.describe())
     print(p.advice())
     return 0
+
+
+def _target_args(p: argparse.ArgumentParser) -> None:
+    """The new batch: a global batch size, or a process count at the same per-process batch (one of them)."""
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--new-batch-size", type=int, help="the new (global) batch size")
+    g.add_argument("--new-nproc", type=int, help="the new number of data-parallel processes at the same --batch-size "
+                                                 "each: the new global batch is --batch-size × this")
 
 
 def add_subcommands(sub: "argparse._SubParsersAction") -> None:
@@ -107,7 +116,7 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("retune-lr", help="retune the learning rate after a batch-size change (Optuna)")
     _spec_args(p)
     p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"])
-    p.add_argument("--new-batch-size", type=int, required=True)
+    _target_args(p)
     p.add_argument("--trials", type=int, default=12)
     p.add_argument("--storage", default=None,
                    help="'store' (tcbench's SQLite file) or a database URL; resumes, retries the trials of killed "
@@ -135,7 +144,7 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=cmd_noise_scale)
     p = sub.add_parser("predict-lr", help="the learning rate for a new batch size from the gradient noise scale")
     _spec_args(p)
-    p.add_argument("--new-batch-size", type=int, required=True)
+    _target_args(p)
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],
                    help="adam: the surge form (tcbench trains with AdamW); sgd: McCandlish's form")
     p.add_argument("--micro-batches", type=int, default=2, help="for the noise-scale job when none is stored")

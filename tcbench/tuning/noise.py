@@ -125,14 +125,22 @@ def _bootstrap(tr: np.ndarray, g2: np.ndarray, seed: int) -> np.ndarray:
 
 
 # -- the public API ---------------------------------------------------------------------------------------
+def one_process(spec: Any) -> Any:
+    """The single-process job that makes ``spec``'s updates: its global batch in one process. DDP averages the
+    ranks' gradients, so N processes × b samples and one process × N·b samples step alike (tc.scaling's parity
+    check measures it); the noise scale and the learning rate depend on the global batch only."""
+    return spec if spec.nproc == 1 else spec.replace(nproc=1, batch_size=spec.global_batch)
+
+
 def noise_scale(spec: Any, micro_batches: int = 2, observer: Any = None, stop: Any = None,
                 store: Any = None) -> NoiseScale:
     """Measure the gradient noise scale of ``spec``'s native job (eager, fp32): one job whose steps take their
     gradient over ``micro_batches`` micro-batches (the same updates; the run is stored with the estimate in
-    ``extra["noise_scale"]``). A job that fails or ends before 2 steady steps raises ``RuntimeError`` with why."""
+    ``extra["noise_scale"]``). A job that fails or ends before 2 steady steps raises ``RuntimeError`` with why.
+    A data-parallel ``spec`` (nproc > 1) is measured as one process at its global batch (``one_process``)."""
     from .._runner import run
 
-    job = spec.replace(backend="eager", noise_micro_batches=micro_batches)
+    job = one_process(spec).replace(backend="eager", noise_micro_batches=micro_batches)
     res = run(job, observer, stop, store, label="noise-scale")
     data = res.extra.get("noise_scale")
     if data is None:
@@ -149,7 +157,7 @@ def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
     from .._store import Store
 
     store = store or Store()
-    want = spec.replace(backend="eager", noise_micro_batches=0).to_dict()
+    want = one_process(spec).replace(backend="eager", noise_micro_batches=0).to_dict()
     rows = store.query("SELECT run_id, spec_json, extra_json FROM runs WHERE status = 'ok' AND extra_json LIKE ? "
                        "ORDER BY run_id DESC", ("%noise_scale%",))
     for row in rows.to_dict("records"):

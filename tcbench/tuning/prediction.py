@@ -54,6 +54,7 @@ class LrPrediction:
     lr: float                 # the noise-scale prediction
     low: float                # its range over the noise scale's 95 % interval
     high: float
+    processes: tuple[int, int] | None = None   # (old, new) data-parallel processes when the batch is a global one
 
     @property
     def linear_lr(self) -> float:
@@ -108,32 +109,59 @@ class LrPrediction:
         return (f"{rule} {where[self.regime]}. All three assume lr {self.old_lr:.3g} was (near) the best at batch "
                 f"{self.old_batch} and the same number of samples at both batches; search around them (retune_lr).")
 
+    @property
+    def batches(self) -> str:
+        """"batch 8 → 32", or for a change of processes "global batch 8 (1 × 8) → 32 (4 × 8)"."""
+        if self.processes is None:
+            return f"batch {self.old_batch} → {self.new_batch}"
+        (n0, n1), per = self.processes, self.new_batch // self.processes[1]
+        return f"global batch {self.old_batch} ({n0} × {per}) → {self.new_batch} ({n1} × {per})"
+
     def describe(self) -> str:
-        return (f"batch {self.old_batch} → {self.new_batch}: lr {self.old_lr:.3g} → {self.lr:.3g} "
+        return (f"{self.batches}: lr {self.old_lr:.3g} → {self.lr:.3g} "
                 f"(range {self.low:.3g}–{self.high:.3g} over the noise scale's interval; {self.formula}); "
                 f"linear rule {self.linear_lr:.3g}, square-root rule {self.sqrt_lr:.3g}. {self.noise.describe()}")
 
 
-def predict(noise: NoiseScale, old_lr: float, old_batch: int, new_batch: int, optimizer: str = "adam") -> LrPrediction:
+def predict(noise: NoiseScale, old_lr: float, old_batch: int, new_batch: int, optimizer: str = "adam",
+            processes: tuple[int, int] | None = None) -> LrPrediction:
     """The prediction from a measured ``noise`` (see the module docstring for the formulas)."""
     lo, hi = ratio_range(noise, old_batch, new_batch, optimizer)
     point = lr_ratio(noise.b_simple, old_batch, new_batch, optimizer)
     return LrPrediction(old_batch=old_batch, new_batch=new_batch, old_lr=old_lr, optimizer=optimizer, noise=noise,
-                        lr=old_lr * point, low=old_lr * min(lo, point), high=old_lr * max(hi, point))
+                        lr=old_lr * point, low=old_lr * min(lo, point), high=old_lr * max(hi, point),
+                        processes=processes)
+
+
+def target_batch(spec: Any, new_batch_size: int | None = None, nproc: int | None = None) -> int:
+    """The new global batch: ``new_batch_size``, or ``spec.batch_size × nproc`` (the same batch per process on
+    ``nproc`` data-parallel processes). Exactly one of the two is given."""
+    from .._spec import SpecError, check_number
+
+    if (new_batch_size is None) == (nproc is None):
+        raise SpecError("new_batch_size", new_batch_size, "a whole number ≥ 1, or nproc instead",
+                        f"give new_batch_size (the new global batch) or nproc (processes of batch {spec.batch_size} "
+                        f"each), exactly one; got new_batch_size={new_batch_size!r}, nproc={nproc!r}")
+    if nproc is not None:
+        return spec.batch_size * check_number("nproc", nproc, 1, 64, whole=True)
+    return check_number("new_batch_size", new_batch_size, 1, whole=True)
 
 
 
-def predict_lr(spec: Any, new_batch_size: int, noise: NoiseScale | None = None, optimizer: str = "adam",
-               micro_batches: int = 2, store: Any = None, observer: Any = None, stop: Any = None) -> LrPrediction:
-    """The learning rate for ``new_batch_size`` from ``spec.lr`` at ``spec.batch_size`` and the gradient noise
-    scale: ``noise`` if given, else the latest one stored for this job, else measured now (``noise_scale``).
+def predict_lr(spec: Any, new_batch_size: int | None = None, noise: NoiseScale | None = None,
+               optimizer: str = "adam", micro_batches: int = 2, store: Any = None, observer: Any = None,
+               stop: Any = None, *, nproc: int | None = None) -> LrPrediction:
+    """The learning rate for a new global batch from ``spec.lr`` at ``spec.global_batch`` (batch_size × nproc)
+    and the gradient noise scale: ``noise`` if given, else the latest one stored for this job, else measured now
+    (``noise_scale``, one process at the global batch).
 
-    ``optimizer``: "adam" (tcbench's own jobs train with AdamW: the surge form) or "sgd" (McCandlish's form)."""
-    from .._spec import check_number
-
-    check_number("new_batch_size", new_batch_size, 1, whole=True)
+    The new batch: ``new_batch_size`` (global), or ``nproc``: the same per-process batch on that many
+    data-parallel processes (global batch ``spec.batch_size × nproc``, the seeds' "the global batch grows linearly
+    with the number of workers"). ``optimizer``: "adam" (tcbench's own jobs train with AdamW: the surge form) or
+    "sgd" (McCandlish's form)."""
+    new = target_batch(spec, new_batch_size, nproc)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(OPTIMIZERS)}")
     if noise is None:
         noise = stored_noise_scale(spec, store) or noise_scale(spec, micro_batches, observer, stop, store)
-    return predict(noise, spec.lr, spec.batch_size, new_batch_size, optimizer)
+    return predict(noise, spec.lr, spec.global_batch, new, optimizer, None if nproc is None else (spec.nproc, nproc))

@@ -111,6 +111,7 @@ class RetuneResult:
     grid_steps: int
     sampler: str = "auto"
     comparison_id: int | None = None
+    processes: tuple[int, int] | None = None   # (old, new) data-parallel processes: retune_lr(..., nproc=N)
     finalists: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FINALIST_COLUMNS))
     study: Any = field(default=None, repr=False)
 
@@ -169,6 +170,10 @@ class RetuneResult:
         """The outcome in words: the budget, the best (or that nothing learned), and the guesses it beats."""
         budget = (f"equal samples ({self.steps} steps at batch {self.new_batch_size} = {self.spec.steps} at "
                   f"{self.spec.batch_size})" if self.budget == "equal_samples" else f"equal steps ({self.steps})")
+        if self.processes:
+            n0, n1 = self.processes
+            budget += (f"; for {n1} processes (global batch {self.new_batch_size}, from {n0}): every trial ran as one "
+                       "process at the global batch, the same updates as DDP's averaged gradients")
         if self.nothing_learned:
             return (f"Nothing learned: no trial's held-out loss fell beyond noise ({budget}); no best is named — "
                     "train longer (steps) or widen the range")
@@ -553,14 +558,20 @@ def _beats_over_seeds(best: dict, other: dict) -> bool | None:
     return _lower_beyond_noise([best["values"][s] for s in common], [other["values"][s] for s in common])
 
 
-def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: Any = None,
+def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 12, storage: Any = None,
               study_name: str | None = None, sampler: Any = "auto", steps: int | None = None, eval_batches: int = 8,
               search_factor: float = 4.0, observer: Callable[[dict], None] | None = None,
               stop: threading.Event | None = None, store: Store | None = None, seed: int = 0,
               pruner: Any = "halving", report_every: int | None = None,
               extra_lrs: Sequence[float] = (), budget: str = "equal_samples", noise: Any = True,
-              optimizer: str = "adam", seeds: int = 1, finalists: int = 3) -> RetuneResult:
+              optimizer: str = "adam", seeds: int = 1, finalists: int = 3, *,
+              nproc: int | None = None) -> RetuneResult:
     """Find the learning rate for ``new_batch_size``, starting from ``spec.lr`` at ``spec.batch_size``.
+
+    Data parallel: the batches are global ones. ``nproc=N`` instead of ``new_batch_size`` retunes for the same
+    per-process batch on N processes (global batch ``spec.batch_size × N``, from ``spec.global_batch``); every
+    trial then runs as one process at the global batch (``tcbench.tuning.noise.one_process``: the same updates,
+    without N processes per trial).
 
     Runs until the study holds ``n_trials`` trials that count (a resumed study only runs the rest;
     trials whose process died or that the user stopped do not count; see the module docstring).
@@ -576,6 +587,12 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
     """
     import optuna
 
+    from .noise import one_process
+    from .prediction import target_batch
+
+    processes = None if nproc is None else (spec.nproc, nproc)
+    new_batch_size = target_batch(spec, new_batch_size, nproc)
+    spec = one_process(spec)
     base = spec.steps if steps is None else steps
     _check(spec, new_batch_size, n_trials, search_factor, eval_batches, base, seeds, finalists)
     if budget not in BUDGETS:
@@ -595,7 +612,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
     extras = _check_extras(extra_lrs)
     backend_storage, url = open_storage(storage, store.path)   # a bad URL is a SpecError before any job starts
     notify = observer or (lambda e: None)
-    prediction, note = _predict(spec, new_batch_size, noise, optimizer, store, notify, stop)
+    prediction, note = _predict(spec, new_batch_size, noise, optimizer, store, notify, stop, processes)
     linear, sqrt = rule_lrs(spec.lr, spec.batch_size, new_batch_size)
     guesses: dict[str, float] = {}
     for name, lr in ((("prediction", prediction.lr),) if prediction else ()) + (
@@ -626,7 +643,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
         result = _result(spec, study, new_batch_size, low, high, trial_steps, url, time.monotonic() - t0, cid,
                          budget=budget, guesses=guesses, prediction=prediction, note=note,
                          sampler=sampler_name(sampler, n_trials) if isinstance(sampler, str) else type(sampler).__name__,
-                         finals=finals)
+                         finals=finals, processes=processes)
         store.finish_comparison(cid, status, {"study_name": name, "storage": url, "best_lr": result.best_lr,
                                               "best_value": result.best_value, "linear_lr": linear, "sqrt_lr": sqrt,
                                               "predicted_lr": prediction.lr if prediction else None,
@@ -636,7 +653,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int, n_trials: int = 12, storage: A
 
 
 def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: Store, notify: Callable,
-             stop: Any) -> tuple[Any, str]:
+             stop: Any, processes: tuple[int, int] | None = None) -> tuple[Any, str]:
     """(the noise-scale prediction or None, why not); measuring the noise scale is one native job when needed."""
     from .noise import NoiseScale, noise_scale, stored_noise_scale
     from .prediction import predict
@@ -655,7 +672,7 @@ def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: S
             noise = noise_scale(spec, 2, notify, stop, store)
         except RuntimeError as exc:
             return None, str(exc)
-    p = predict(noise, spec.lr, spec.batch_size, new_batch, optimizer)
+    p = predict(noise, spec.lr, spec.batch_size, new_batch, optimizer, processes)
     notify({"type": "prediction", "lr": p.lr, "low": p.low, "high": p.high, "b_noise": noise.b_simple,
             "text": p.describe()})
     return p, ""
@@ -663,7 +680,8 @@ def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: S
 
 def _result(spec: JobSpec, study: Any, new_batch: int, low: float, high: float, steps: int, url: str | None,
             wall_s: float, cid: int, budget: str, guesses: dict, prediction: Any, note: str,
-            sampler: str, finals: pd.DataFrame | None = None) -> RetuneResult:
+            sampler: str, finals: pd.DataFrame | None = None,
+            processes: tuple[int, int] | None = None) -> RetuneResult:
     trials, inter = trials_frame(study)
     finals = finals if finals is not None else pd.DataFrame(columns=FINALIST_COLUMNS)
     counted = [_counts(t) for t in study.get_trials(deepcopy=False)]
@@ -706,4 +724,4 @@ def _result(spec: JobSpec, study: Any, new_batch: int, low: float, high: float, 
         best_se=best_se, nothing_learned=nothing, beats=beats, trials=trials, intermediate=inter,
         n_pruned=int((trials["state"] == "PRUNED").sum()), n_failed=int((trials["state"] == "FAIL").sum()),
         wall_s=wall_s, total_steps=int(done["steps_run"].fillna(0).sum()), grid_steps=len(done) * steps,
-        sampler=sampler, comparison_id=cid, finalists=finals, study=study)
+        sampler=sampler, comparison_id=cid, processes=processes, finalists=finals, study=study)
