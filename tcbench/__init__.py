@@ -29,7 +29,8 @@ from ._script import compare_script
 from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
 from ._store import Store, StoreError
 from ._track import StopTraining, compile_for_backend, device, track
-from .parallel import LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, project_scaling, scaling
+from .parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
+                       project_scaling, scaling)
 from .tuning import (LrPrediction, MaxBatchResult, NoiseScale, RetuneResult, TwoStageResult, find_max_batch, noise_scale,
                      predict_lr, retune_lr, rule_lrs, two_stage)
 
@@ -62,7 +63,7 @@ __all__ = [
     "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "Profile",
     "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
-    "scaling", "ScalingResult", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link",
+    "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
     "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
     "two_stage", "TwoStageResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
 ]

@@ -114,6 +114,22 @@ def test_05_batch_size_and_learning_rate(tmp_path, monkeypatch):
     assert "equal samples" in out and "noise-scale prediction" in out                     # the retune from it
 
 
+@pytest.mark.timeout(900)
+def test_06_data_parallel(tmp_path, monkeypatch):
+    nb, took = execute("06_data_parallel_and_allreduce.ipynb", tmp_path, monkeypatch)
+    out = texts(nb)
+    assert "2 processes × batch 4 = global batch 8" in out
+    assert "trainable parameters → True" in out, "bytes all-reduced per step ≠ 4 × trainable parameters"
+    assert "world size 2 (gloo)" in out and "of the step" in out
+    assert "2 processes (global batch 8): " in out and "95 % interval" in out   # the measured factor, with its interval
+    assert "D = 680 MB (648 MiB)" in out                                       # the seeds' ≈ 650 MB for BERT-large
+    assert "An estimate, not a measurement" in out and "fitted on this machine" in out
+    assert "global batch 8 (2 × 4) → 16 (4 × 4)" in out and "Adam(W)" in out   # the lr for the global batch
+    figs = outputs(nb, PLOTLY)
+    assert any(trace_names(f) >= {"measured", "ideal"} for f in figs), "no measured scaling plot"
+    assert len(figs) >= 2, "no projection plot"
+
+
 def test_make_gallery_writes_one_html_per_notebook():
     """`make gallery` executes every notebook through notebooks/gallery.py (each test above runs one the same way)."""
     import subprocess

@@ -200,3 +200,8 @@ def test_scaling_measures_the_factor_with_its_interval_and_loss_parity(store):
     assert one.extra.get("world_size") is None and res._runs(2)[0].extra["world_size"] == 2
     assert res.parity_runs[2].spec.batch_size == 8 and "2 processes (global batch 8)" in res.describe()
     assert (store.comparisons().kind == "scaling").any() and len(res.plot().data) == 2
+    again = tc.load_scaling(res.comparison_id, store)   # from the store, nothing rerun: the same table
+    cols = ["nproc", "global_batch", "ok_runs", "scaling_factor", "ci_low", "ci_high", "parity", "verdict"]
+    assert again.table()[cols].equals(t[cols]) and set(again.parity_runs) == {2}
+    with pytest.raises(ValueError, match="kind 'scaling'"):
+        tc.load_scaling(store.insert_comparison("compare", JobSpec(**base), ["eager"], 1, {}), store)

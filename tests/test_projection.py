@@ -182,6 +182,31 @@ def test_calibration_keeps_the_base_and_takes_a_dataframe():
     assert link.measured_alpha_s == pytest.approx(0.0, abs=1e-9)
 
 
+def _dp_result(run_id: int, bucket_bytes: int, seconds: list[float], world_size: int = 2):
+    spec = tc.JobSpec(batch_size=4, nproc=world_size, warmup_steps=1, steps=len(seconds))
+    res = tc.JobResult(spec=spec, status="ok", run_id=run_id)
+    res.extra.update(world_size=world_size,
+                     allreduce_steps=[[i, 2 * bucket_bytes, 2 * s, 2] for i, s in enumerate(seconds)])
+    return res
+
+
+def test_calibration_takes_finished_data_parallel_jobs_bucket_by_bucket():
+    gb, alpha = 0.8, 30e-6   # a link; each job's steps all-reduce two equal buckets
+    small, large = 1_467_656, 16_000_000
+    jobs = [_dp_result(1, small, [ring_allreduce_s(small, 2, gb, alpha)] * 4),
+            _dp_result(2, large, [ring_allreduce_s(large, 2, gb, alpha)] * 4)]
+    rows = tc.link_samples(jobs)
+    assert len(rows) == 6 and set(rows["bytes"]) == {small, large}   # the warmup step left out; per bucket
+    assert set(rows["run_id"]) == {1, 2} and set(rows["world_size"]) == {2}
+    link = calibrate_link(jobs, world_size=2)
+    assert link.measured_gbytes_s == pytest.approx(gb, rel=1e-6) and link.measured_alpha_s == pytest.approx(alpha)
+    with pytest.raises(ValueError, match=r"world_size=4.*they ran with \[2\]"):
+        calibrate_link(jobs, world_size=4)
+    plain = tc.JobResult(spec=tc.JobSpec(), status="ok", run_id=3)
+    with pytest.raises(ValueError, match=r"results\[0\]=.*nproc > 1"):
+        tc.link_samples([plain])
+
+
 @pytest.mark.parametrize("samples, kwargs, field, allowed", [
     ([{"bytes": 1024, "seconds": 0.01}] * 3, {}, "samples", "2 distinct sizes"),
     ([], {}, "samples", "2 distinct sizes"),

@@ -26,14 +26,16 @@ _LABEL = w.Layout(width="150px")
 _ERROR_STYLE = "color:#b00020;font-size:12px"
 _HINT_STYLE = "color:#555;font-size:12px"
 # under "More settings"; model, profile, batch size and the backends are always shown
-MORE = ("size", "seq_len", "steps", "warmup_steps", "lr", "rounds", "threads", "precision", "padding", "debug",
-        "stall_s", "timeout_s", "script", "script_args")
+MORE = ("size", "seq_len", "steps", "warmup_steps", "lr", "rounds", "threads", "nproc", "precision", "padding",
+        "debug", "stall_s", "timeout_s", "script", "script_args")
 EAGER_TEXT = "eager (native PyTorch) — the baseline, always runs"
 DEFAULT_SPEC = dict(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=40, warmup_steps=5, lr=2e-3, threads=1)
 DEFAULT_ROUNDS = 3
 THREADS_HELP = "1 thread per job keeps the measurement honest on a shared machine"
 SCRIPT_HELP = ("your own training script (tcbench.track() or tcbench.hf.TcbenchCallback() inside, see examples/): "
                "when set, Run compares it instead of the model above, each run stopped at Steps")
+NPROC_HELP = ("data-parallel processes per job on this machine (torchrun, DistributedDataParallel): the batch size "
+              "is per process, the global batch = batch size × processes; processes × threads must fit the cores")
 STALL_HELP = ("a job that reports nothing (no step, no phase) for max(this, 20 × its median step) seconds is "
               "stopped as stalled")
 
@@ -69,6 +71,13 @@ def profile_options() -> list[tuple[str, str]]:
     return [(profile_label(n), n) for n in local + [n for n in names if n not in local]]
 
 
+def batch_text(spec: Any) -> str:
+    """``"batch 8"``, or for a data-parallel job ``"global batch 16 (8 per process × 2 processes)"``."""
+    if getattr(spec, "nproc", 1) <= 1:
+        return f"batch {spec.batch_size}"
+    return f"global batch {spec.global_batch} ({spec.batch_size} per process × {spec.nproc} processes)"
+
+
 def backend_availability() -> dict[str, tuple[bool, str]]:
     """backend -> (available, reason); every backend counts as available when the check fails."""
     try:
@@ -88,7 +97,7 @@ def backend_label(name: str, available: bool, reason: str) -> str:
 class Controls:
     """Input widgets, their error labels, and the JobSpec they describe."""
 
-    FIELDS = ("model", "size", "profile", "batch_size", "seq_len", "steps", "warmup_steps", "lr", "threads",
+    FIELDS = ("model", "size", "profile", "batch_size", "seq_len", "steps", "warmup_steps", "lr", "threads", "nproc",
               "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args")
 
     def __init__(self, defaults: tc.JobSpec | None = None, on_change: Callable[[], None] | None = None):
@@ -104,6 +113,11 @@ class Controls:
         self.lr = w.FloatText(value=d.lr, continuous_update=False, step=1e-6)
         self.threads = w.IntText(value=d.threads or 1, continuous_update=False, tooltip=THREADS_HELP)
         self.threads_help = w.HTML(f"<span style='{_HINT_STYLE}'>{html.escape(THREADS_HELP)}</span>")
+        self.nproc = w.IntText(value=d.nproc, continuous_update=False, tooltip=NPROC_HELP)
+        self.nproc_help = w.HTML(f"<span style='{_HINT_STYLE}'>1 = one process; N &gt; 1: data parallel, "
+                                 "global batch = batch size × N</span>")
+        self.batch_help = w.HTML("")   # the global batch, when the job is data-parallel
+        self.batch_help.add_class("tcb-global-batch")
         self.precision = w.Dropdown(options=list(tc.PRECISIONS), value=d.precision)
         self.padding = w.Dropdown(options=list(tc.PADDINGS), value=d.padding)
         self.debug = w.Checkbox(value=d.debug, indent=False)
@@ -129,7 +143,8 @@ class Controls:
         self.eager_text.add_class("tcb-backend-eager")
         self.more = w.ToggleButton(value=False, description="More settings", icon="chevron-right",
                                    tooltip="size preset, sequence length, steps, learning rate, rounds, threads, "
-                                           "precision, padding, debug log, stall timeout, total cap and your own script",
+                                           "data-parallel processes, precision, padding, debug log, stall timeout, "
+                                           "total cap and your own script",
                                    layout=w.Layout(width="auto"))
         self.more.add_class("tcb-more-settings")
         self.more_summary = w.HTML("")
@@ -152,6 +167,7 @@ class Controls:
             self._row("Warmup steps", "warmup_steps"), self._row("Learning rate", "lr"),
             self._row("Rounds (A B, B A …)", "rounds"),
             self._row("Threads per job", "threads", None, self.threads_help),
+            self._row("Processes (data parallel)", "nproc", None, self.nproc_help),
             self._row("Precision", "precision"), self._row("Padding", "padding"), self._row("Debug log", "debug"),
             self._row("Stall timeout (s)", "stall_s"), self._row("Total cap (s, 0 = none)", "timeout_s"),
             self._row("Your script", "script", None, self.script_help), self._row("Its arguments", "script_args"),
@@ -173,7 +189,7 @@ class Controls:
         backends.add_class("tcb-backends")
         rows = [
             self._row("Model", "model"), self._row("Instance profile", "profile"),
-            self._row("Batch size", "batch_size"),
+            self._row("Batch size", "batch_size", None, self.batch_help),
             w.HBox([w.Label("Backends", layout=_LABEL), backends, self.errors["backends"]],
                    layout=w.Layout(align_items="flex-start")),
             w.HBox([self.more, self.more_summary], layout=w.Layout(align_items="center")),
@@ -195,12 +211,17 @@ class Controls:
     def _sync_more(self) -> None:
         self.more_box.layout.display = "flex" if self.more.value else "none"
         self.more.icon = "chevron-down" if self.more.value else "chevron-right"
-        threads = self.threads.value
+        threads, nproc, batch = self.threads.value, self.nproc.value, self.batch_size.value
+        many = isinstance(nproc, int) and isinstance(batch, int) and nproc > 1 and batch >= 1
+        self.batch_help.value = (f"<span style='{_HINT_STYLE}'>per process · global batch {batch * nproc} "
+                                 f"({nproc} processes)</span>" if many else "")
         self.more_summary.value = (
             f"<span style='{_HINT_STYLE}'>{html.escape(str(self.size.value))} size · seq {self.seq_len.value} · "
             f"{self.steps.value} steps ({self.warmup_steps.value} warmup) · lr {self.lr.value:g} · "
             f"{self.rounds.value} round{'s' if self.rounds.value != 1 else ''} · {threads} "
-            f"thread{'s' if threads != 1 else ''} per job · {html.escape(str(self.precision.value))}"
+            f"thread{'s' if threads != 1 else ''} per job"
+            + (f" · {nproc} processes (global batch {batch * nproc})" if many else "")
+            + f" · {html.escape(str(self.precision.value))}"
             + (f" · your script {html.escape(self.script.value.strip())}" if self.script.value.strip() else "")
             + "</span>")
 
@@ -240,6 +261,8 @@ class Controls:
             spec = tc.JobSpec(**self.values())
             if spec.script is not None:   # the file is checked here, not when Run is pressed
                 spec = tc.preflight(spec)
+            elif spec.nproc > 1:          # processes × threads must fit the cores: said here, not when Run is pressed
+                tc.preflight(spec)
         except tc.SpecError as exc:
             self._show_error(str(exc), exc.field)
             return False

@@ -1,4 +1,5 @@
-"""History tab: earlier comparisons from the store; selecting one redraws it without rerunning."""
+"""History tab: earlier comparisons from the store; selecting one redraws it without rerunning (a data-parallel
+scaling measurement on the Data parallel tab, every other kind on the Run tab)."""
 
 from __future__ import annotations
 
@@ -35,10 +36,12 @@ def history_frame() -> pd.DataFrame:
 
 
 class History:
-    """A refreshable table of comparisons and a picker; ``on_load(comparison)`` is called on selection."""
+    """A refreshable table of comparisons and a picker; ``on_load(comparison)`` is called on selection, or
+    ``on_scaling(scaling_result)`` for a stored ``tc.scaling`` measurement (kind "scaling")."""
 
-    def __init__(self, on_load: Callable[[Any], None]):
+    def __init__(self, on_load: Callable[[Any], None], on_scaling: Callable[[Any], None] | None = None):
         self._on_load = on_load
+        self.on_scaling = on_scaling
         self.refresh_button = w.Button(description="Refresh", icon="refresh")
         self.refresh_button.add_class("tcb-history-refresh")
         self.picker = w.Dropdown(options=[("— choose a comparison —", None)], value=None,
@@ -77,6 +80,12 @@ class History:
             return None
         try:
             cmp = tc.load_comparison(int(comparison_id))
+            if cmp.kind == "scaling" and self.on_scaling is not None:
+                result = tc.load_scaling(int(comparison_id))
+                self.message.value = (f"Showing scaling measurement #{comparison_id} on the Data parallel tab (from "
+                                      "the store, not rerun).")
+                self.on_scaling(result)
+                return result
         except Exception as exc:  # noqa: BLE001
             self.message.value = (f"<span style='color:#b00020'>Could not load comparison #{comparison_id}: "
                                   f"{html.escape(str(exc))}</span>")

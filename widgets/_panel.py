@@ -4,7 +4,9 @@
 ``threading.Thread`` — never on the kernel's main thread, so the Stop button is heard — and
 ``tc.compare`` runs each job in its own process. ``panel.comparison`` is the last shown
 ``tcbench.Comparison`` (its ``summary()`` / ``steps()`` DataFrames are there for the notebook);
-``panel.noise_floor`` the last ``tcbench.NoiseFloor`` measured with "Measure noise floor".
+``panel.noise_floor`` the last ``tcbench.NoiseFloor`` measured with "Measure noise floor". The "Batch & LR" tab is
+``panel.tuning``, the "Data parallel" tab (measured and projected scaling, the lr for the global batch)
+``panel.parallel``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import ipywidgets as w
 
 import tcbench as tc
 
-from ._controls import Controls
+from ._controls import Controls, batch_text
 from ._history import History
 from ._live import JobProgress, LiveFigures
+from ._parallel import ParallelTab
 from ._report import diagnostics_html, failures_html, noise_floor_text, words_html
 from ._tuning import TuningTab
 
@@ -91,8 +94,10 @@ class Workbench:
     def _layout(self) -> w.VBox:
         run_tab = w.VBox([self.controls.box(), w.HBox([self.run_button, self.stop_button]), self.status])
         self.tuning = TuningTab(self.controls)
-        self.tabs = w.Tab(children=[run_tab, self.history.box, self.tuning.box])
-        for i, title in enumerate(("Run", "History", "Batch & LR")):
+        self.parallel = ParallelTab(self.controls)
+        self.history.on_scaling = self._show_stored_scaling
+        self.tabs = w.Tab(children=[run_tab, self.history.box, self.tuning.box, self.parallel.box])
+        for i, title in enumerate(("Run", "History", "Batch & LR", "Data parallel")):
             self.tabs.set_title(i, title)
         self.tabs.add_class("tcb-tabs")
         self.tabs.observe(self._tab_changed, names="selected_index")
@@ -169,7 +174,7 @@ class Workbench:
         self.figures.reset(["eager", *backends], budget_mb=None, rounds=rounds)
         self.summary.value = self.words.value = self.failures.value = ""
         self.comparison = None
-        job = (f"{spec.model} ({spec.size}) · batch {spec.batch_size} × seq {spec.seq_len}" if spec.script is None
+        job = (f"{spec.model} ({spec.size}) · {batch_text(spec)} × seq {spec.seq_len}" if spec.script is None
                else f"your script {' '.join([spec.model, *spec.script_args])}")
         text = (f"Running eager vs {', '.join(backends)} · {job} · {spec.steps} steps ({spec.warmup_steps} warmup) · "
                 f"{rounds} round(s) · {spec.threads} thread(s) per job …")
@@ -185,8 +190,8 @@ class Workbench:
             return None
         spec, rounds = self._noise_spec(), self.controls.rounds.value
         self.noise_text.value = "measuring the noise floor…"
-        text = (f"Measuring the noise floor: {spec.model} ({spec.size}) on {spec.backend} against itself, batch "
-                f"{spec.batch_size} × seq {spec.seq_len}, {rounds} round(s) …")
+        text = (f"Measuring the noise floor: {spec.model} ({spec.size}) on {spec.backend} against itself, "
+                f"{batch_text(spec)} × seq {spec.seq_len}, {rounds} round(s) …")
         return self._start(text, rounds, False, lambda stop: tc.noise_floor(spec, rounds=rounds,
                                                                             observer=self._observe, stop=stop),
                            self._show_noise_floor, "noise-floor run")
@@ -287,7 +292,8 @@ class Workbench:
         self.progress.step(job, rec)
         rnd, spec = self._jobs.get(job, (0, None))
         if self._feed_figures and rnd == 0 and spec is not None:  # the curves show round 1; bars every round
-            batch = round(rec.samples_s * rec.step_s) if rec.samples_s else spec.batch_size   # a script's own batch
+            # a script's own batch; a data-parallel job's samples/s is all its processes' (the global batch)
+            batch = round(rec.samples_s * rec.step_s) if rec.samples_s else spec.global_batch
             self.figures.add_step(label, rec, batch, rnd)
             self.figures.flush()
 
@@ -295,7 +301,7 @@ class Workbench:
         result = event["result"]
         self.progress.end(job, result)
         if self._feed_figures:
-            self.figures.set_result(label, result, result.spec.batch_size)
+            self.figures.set_result(label, result, result.spec.global_batch)
             self.figures.flush(force=True)
 
     def _on_log(self, event: dict, job: str, _label: str) -> None:
@@ -306,6 +312,10 @@ class Workbench:
         self.log.value = "<pre>" + html.escape("\n".join(self._log)) + "</pre>"
 
     # -- showing results -----------------------------------------------------------------------------
+    def _show_stored_scaling(self, result: Any) -> None:
+        self.parallel.show_stored(result)
+        self.tabs.selected_index = 3   # the Data parallel tab
+
     def show(self, cmp: Any) -> None:
         """Draw a finished (or loaded) comparison: figures, summary table, verdicts, noise floor, failures."""
         self.comparison = cmp

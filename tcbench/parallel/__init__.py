@@ -6,10 +6,10 @@ measurement), its assumptions (``LinkAssumptions``) and this machine's link fitt
 Modules: ``scaling`` (measured), ``projection`` (the model and the table), ``calibration`` (the fit), ``cli``
 (``tcbench scaling``, ``tcbench project-scaling``)."""
 
-from .calibration import calibrate_link
-from .scaling import ScalingResult, scaling
+from .calibration import calibrate_link, link_samples
+from .scaling import ScalingResult, load_scaling, scaling
 from .projection import (LinkAssumptions, ScalingProjection, gradient_bytes, project_scaling, ring_allreduce_s,
                          ring_bytes_per_device)
 
-__all__ = ["scaling", "ScalingResult", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "gradient_bytes",
-           "ring_bytes_per_device", "ring_allreduce_s"]
+__all__ = ["scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions",
+           "calibrate_link", "link_samples", "gradient_bytes", "ring_bytes_per_device", "ring_allreduce_s"]

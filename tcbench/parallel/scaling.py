@@ -150,3 +150,24 @@ def scaling(spec: JobSpec, nprocs: Sequence[int] = (1, 2), rounds: int = 3, pari
         store.finish_comparison(result.comparison_id, status,
                                 {"summary": json.loads(result.table().to_json(orient="records"))})
     return result
+
+
+def load_scaling(comparison_id: int, store: Store | None = None) -> ScalingResult:
+    """Rebuild a stored ``scaling`` measurement (its runs, steps and parity runs from the store; nothing rerun)."""
+    from .._history import result_from_row
+
+    store = store or Store()
+    row = store.comparison_row(comparison_id)
+    if row["kind"] != "scaling":
+        raise ValueError(f"comparison_id={comparison_id!r} is a {row['kind']!r} comparison; allowed: the id of a "
+                         "tc.scaling measurement (kind 'scaling')")
+    spec = JobSpec.from_stored(row["spec_json"])
+    counts = tuple(int(b.split("=", 1)[1]) for b in row["backends"].split(","))
+    result = ScalingResult(spec=spec, nprocs=counts, rounds=int(row["rounds"]), comparison_id=int(comparison_id))
+    for _, r in store.comparison_runs(comparison_id).iterrows():
+        res = result_from_row(r.to_dict(), store)
+        if res.spec.nproc == 1 and res.spec.batch_size != spec.batch_size:   # one process at a larger global batch
+            result.parity_runs[res.spec.batch_size // spec.batch_size] = res
+        else:
+            result.results.append(res)
+    return result
