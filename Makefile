@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
 PYTEST_ARGS ?= --durations=25
 
-.PHONY: setup browser demo test test-fast lab app bench gallery clean
+.PHONY: setup browser postgres demo test test-fast lab app bench gallery clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ setup: $(STAMP)
 browser:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
+# Debian's PostgreSQL for the shared-study tests (each session starts a server of its own as the postgres user)
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null)
+
 # tiny GPT-2 learns within a few steps (its loss falls from ~8.3): the loss curves and the parity check show something
 DEMO_ARGS := --model gpt2 --size tiny --backends eager,inductor,xla --batch-size 8 --seq-len 64 --steps 40 \
 	--warmup 5 --lr 2e-3 --threads 1 --rounds 3
@@ -30,7 +34,7 @@ DEMO_ARGS := --model gpt2 --size tiny --backends eager,inductor,xla --batch-size
 demo: setup
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html
 
-test: setup browser
+test: setup browser postgres
 	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # unit tests only (no real training jobs, no browser)

@@ -27,3 +27,15 @@ def store(tmp_path: Path):
     from tcbench import Store
 
     return Store(tmp_path / "t.db")
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """``postgresql://postgres@127.0.0.1:PORT/tcbench`` of a server this session starts and stops (tests/pgserver.py);
+    skips where PostgreSQL's binaries are missing."""
+    from pgserver import missing, server
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    yield from server()

@@ -3,7 +3,8 @@
 (``retune_lr``), and both stages in one call (``two_stage``). Every public name is re-exported from ``tcbench``.
 
 Modules: ``maxbatch``, ``noise`` (the estimator), ``prediction`` (the formulas), ``retune`` (the study),
-``storage`` (Optuna storages and heartbeats), ``twostage``, ``plots``, ``cli`` (the tuning commands)."""
+``storage`` (Optuna storages and heartbeats), ``workers`` (several processes on one study), ``twostage``,
+``plots``, ``cli`` (the tuning commands)."""
 
 from .maxbatch import MaxBatchResult, find_max_batch
 from .noise import NoiseScale, noise_scale

@@ -1,5 +1,5 @@
-"""CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr`` and ``retune-lr`` (added by
-``cli.build_parser``)."""
+"""CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr``, ``retune-lr`` and ``tune-worker`` (added
+by ``cli.build_parser``)."""
 
 from __future__ import annotations
 
@@ -40,11 +40,15 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
     from .retune import retune_lr
     from ..cli import _print, _spec
 
-    res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, nproc=a.new_nproc, n_trials=a.trials, storage=a.storage,
-                    study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps, eval_batches=a.eval_batches,
-                    search_factor=a.search_factor, seed=a.seed, pruner=a.pruner, observer=_progress,
-                    budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer, seeds=a.seeds,
-                    finalists=a.finalists)
+    try:
+        res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, nproc=a.new_nproc, n_trials=a.trials,
+                        storage=a.storage, study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps,
+                        eval_batches=a.eval_batches, search_factor=a.search_factor, seed=a.seed, pruner=a.pruner,
+                        observer=_progress, budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer,
+                        seeds=a.seeds, finalists=a.finalists, n_workers=a.workers)
+    except RuntimeError as exc:   # its workers failed: why, in one line each
+        print(f"error: {exc}")
+        return 1
     if res.prediction is None and not a.no_prediction:
         print(f"note: no noise-scale prediction: {res.prediction_note}")
     _print(res.summary())
@@ -59,6 +63,22 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
         hint = "; put the password back in place of ***" if "***" in res.storage else ""
         print(f"study {res.study_name!r} in {res.storage} (optuna-dashboard {res.storage} opens it{hint})")
     return 0 if res.best_lr is not None else 1
+
+
+def cmd_tune_worker(a: argparse.Namespace) -> int:
+    from .workers import tune_worker
+
+    try:
+        trials = tune_worker(a.study, a.storage, n_workers=a.workers, observer=_progress)
+    except RuntimeError as exc:
+        print(f"error: {exc}")
+        return 1
+    complete = trials[trials["state"] == "COMPLETE"].sort_values("value")
+    best = ("" if complete.empty else
+            f"; lowest held-out loss {complete['value'].iloc[0]:.4f} at lr {complete['lr'].iloc[0]:.3g}")
+    print(f"study {a.study!r}: {len(trials)} trials ({len(complete)} complete){best}; retune-lr with the same "
+          "--study-name and --storage gives the full result")
+    return 0
 
 
 def cmd_noise_scale(a: argparse.Namespace) -> int:
@@ -137,7 +157,16 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
                    help="train the finalists again with this many seeds in all; the best is then the lowest mean")
     p.add_argument("--finalists", type=int, default=3, help="how many of the best trials --seeds repeats")
     p.add_argument("--trials-table", action="store_true", help="also print every trial")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes on the study (more than 1 needs a PostgreSQL --storage)")
     p.set_defaults(func=cmd_retune_lr)
+    p = sub.add_parser("tune-worker", help="join a retune-lr study on PostgreSQL and run its trials (another "
+                                           "terminal or machine)")
+    p.add_argument("study", help="the study's name (retune-lr prints it)")
+    p.add_argument("--storage", required=True, help="the study's PostgreSQL URL (postgresql://user@host:port/db); "
+                                                    "a password is never printed")
+    p.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
+    p.set_defaults(func=cmd_tune_worker)
     p = sub.add_parser("noise-scale", help="measure the gradient noise scale of the native job (McCandlish B_simple)")
     _spec_args(p)
     p.add_argument("--micro-batches", type=int, default=2, help="micro-batches per step (divides --batch-size)")

@@ -59,6 +59,7 @@ from .._preflight import check as preflight
 from .._spec import JobSpec
 from .._store import Store
 from .storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons, open_storage
+from .workers import Claim, check_workers, remember, run_workers
 
 TRIAL_COLUMNS = ["number", "lr", "value", "value_se", "learned", "state", "rule", "status", "steps_run", "duration_s",
                  "run_id", "reason"]
@@ -324,6 +325,8 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
         from .._runner import run
 
         lr = trial.suggest_float("lr", ctx["low"], ctx["high"], log=True)
+        if ctx.get("claim") is not None:   # the trial is RUNNING: other workers may count it and start theirs
+            ctx["claim"].release()
         if ctx["heartbeat"]:   # a first beat now (Optuna's thread may not have written yet), then the mark
             ctx["storage"].record_heartbeat(trial._trial_id)
             ctx["storage"].set_trial_system_attr(trial._trial_id, BEAT_ATTR, True)
@@ -443,24 +446,26 @@ def _optimize(study: Any, objective: Callable, ctx: dict, n_trials: int) -> None
     retried once its heartbeat is older than the grace period."""
     storage, stop = ctx["storage"], ctx["stop"]
     while not (stop is not None and stop.is_set()):
-        fail_stale(study, storage)
-        trials = study.get_trials(deepcopy=False)
-        done = sum(_counts(t) for t in trials)
-        running = sum(t.state.name == "RUNNING" for t in trials) if ctx["heartbeat"] else 0
-        if done >= n_trials:
-            return
-        if done + running >= n_trials:   # the missing trials run elsewhere (or died there: wait for the grace)
+        with ctx.get("claim") or Claim():   # workers on one server count and start trials one at a time
+            fail_stale(study, storage)
+            trials = study.get_trials(deepcopy=False)
+            done = sum(_counts(t) for t in trials)
+            running = sum(t.state.name == "RUNNING" for t in trials) if ctx["heartbeat"] else 0
+            if done >= n_trials:
+                return
+            wait = done + running >= n_trials   # the missing trials run elsewhere (or died there: wait for the grace)
+            if not wait:
+                ctx["lost"] = False
+                try:   # the objective releases the claim as soon as its trial is RUNNING
+                    study.optimize(objective, n_trials=1, gc_after_trial=False)
+                except (_Lost, ValueError):   # Optuna cannot tell a trial another process failed: ValueError
+                    if not ctx["lost"]:
+                        raise
+        if wait:
             if stop is not None:
                 stop.wait(min(storage.heartbeat_interval, 2))
             else:
                 time.sleep(min(storage.heartbeat_interval, 2))
-            continue
-        ctx["lost"] = False
-        try:
-            study.optimize(objective, n_trials=1, gc_after_trial=False)
-        except (_Lost, ValueError):   # Optuna cannot tell a trial another process failed: ValueError
-            if not ctx["lost"]:
-                raise
 
 
 def _check_resume(study: Any, config: dict) -> None:
@@ -565,7 +570,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
               pruner: Any = "halving", report_every: int | None = None,
               extra_lrs: Sequence[float] = (), budget: str = "equal_samples", noise: Any = True,
               optimizer: str = "adam", seeds: int = 1, finalists: int = 3, *,
-              nproc: int | None = None) -> RetuneResult:
+              nproc: int | None = None, n_workers: int = 1) -> RetuneResult:
     """Find the learning rate for ``new_batch_size``, starting from ``spec.lr`` at ``spec.batch_size``.
 
     Data parallel: the batches are global ones. ``nproc=N`` instead of ``new_batch_size`` retunes for the same
@@ -584,6 +589,10 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     best learning rates are trained again with seeds spec.seed+1 … (``seeds`` in all, equal budget); the best is
     then the lowest mean over seeds, its SE and "beats" are over seeds (``RetuneResult.finalists``). Observers
     get the runner's events plus ``{"type": "trial" | "prediction" | "finalist", ...}``.
+
+    ``n_workers=N`` runs the trials in N worker processes forked from this one, on one study in a PostgreSQL
+    ``storage`` (``tcbench.tuning.workers``; ``tcbench tune-worker`` joins from elsewhere); the observer is then
+    called in the workers, and ``stop`` reaches them within a second.
     """
     import optuna
 
@@ -611,6 +620,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     store = store or Store()
     extras = _check_extras(extra_lrs)
     backend_storage, url = open_storage(storage, store.path)   # a bad URL is a SpecError before any job starts
+    check_workers(n_workers, storage, backend_storage, url)
     notify = observer or (lambda e: None)
     prediction, note = _predict(spec, new_batch_size, noise, optimizer, store, notify, stop, processes)
     linear, sqrt = rule_lrs(spec.lr, spec.batch_size, new_batch_size)
@@ -625,17 +635,21 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
                                 sampler=_make_sampler(sampler, seed, n_trials), pruner=_make_pruner(pruner, trial_steps))
     _check_resume(study, dict(new_batch_size=new_batch_size, low=low, high=high, steps=trial_steps, budget=budget,
                               eval_batches=eval_batches, spec=spec.to_json()))
-    _prepare_study(study, backend_storage, guesses)
+    remember(study, n_trials=n_trials, seed=seed, report_every=report_every,
+             sampler=sampler if isinstance(sampler, str) else None, pruner=pruner if isinstance(pruner, str) else None)
+    claim = Claim(backend_storage, study._study_id)   # PostgreSQL: one process at a time enqueues or starts trials
+    with claim:
+        _prepare_study(study, backend_storage, guesses)
     cid = store.insert_comparison("retune", spec, [spec.backend], n_trials,
                                   dict(study_name=name, storage=url, new_batch_size=new_batch_size, low=low, high=high,
                                        budget=budget, steps=trial_steps, guesses=guesses))
     ctx = dict(low=low, high=high, new_batch=new_batch_size, steps=trial_steps, eval_batches=eval_batches, store=store,
                report_every=report_every, stop=stop, observer=notify, comparison_id=cid,
                first_rung=min_resource(trial_steps), prune_until=prune_until(pruner, trial_steps),
-               storage=backend_storage, heartbeat=heartbeat_on(backend_storage), lost=False)
+               storage=backend_storage, heartbeat=heartbeat_on(backend_storage), lost=False, claim=claim)
     t0, status, finals = time.monotonic(), "interrupted", None   # interrupted unless the loop ends on its own
     try:
-        _optimize(study, _objective(spec, ctx), ctx, n_trials)
+        run_workers(study, ctx, n_trials, n_workers, storage, lambda c: _objective(spec, c))
         if seeds > 1 and not (stop is not None and stop.is_set()):
             finals = _repeat_finalists(spec, study, ctx, seeds, finalists)
         status = "interrupted" if stop is not None and stop.is_set() else "done"
@@ -649,6 +663,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
                                               "predicted_lr": prediction.lr if prediction else None,
                                               "nothing_learned": result.nothing_learned, "budget": budget,
                                               "n_pruned": result.n_pruned, "total_steps": result.total_steps})
+        claim.close()
     return result
 
 

@@ -34,6 +34,7 @@ BEAT_ATTR = "tcbench:heartbeat"   # system attr: this trial ran with a heartbeat
 ALLOWED = ("None (in memory), 'store' (tcbench's own SQLite file), or a database URL whose driver is installed "
            "and that opens for writing, e.g. 'sqlite:///tune.db'")
 _TIMEOUT_DRIVERS = ("psycopg", "psycopg2", "mysqldb", "pymysql")   # they take connect_timeout (seconds)
+_PORTS = {"postgresql": 5432, "mysql": 3306}   # the servers' default ports, for the error naming host and port
 
 _USERINFO = re.compile(r"(://[^:/@]*:)[^@]*@")
 _SECRET_QUERY = re.compile(r"([?&](?:password|passwd|pwd|secret|token)[^=&]*=)[^&]*", re.IGNORECASE)
@@ -80,6 +81,14 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
+def _pg_fallback() -> bool:
+    """Whether a ``postgresql://`` URL should use psycopg2: SQLAlchemy 2.1 defaults to psycopg (3), 1.4 and 2.0 to
+    psycopg2; tcbench's extras install psycopg2-binary."""
+    import importlib.util
+
+    return importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None
+
+
 def open_storage(storage: Any, store_path: Path) -> tuple[Any, str | None]:
     """(the Optuna storage, or None for in memory; how to show it, password masked). Raises SpecError."""
     import optuna
@@ -99,6 +108,8 @@ def open_storage(storage: Any, store_path: Path) -> tuple[Any, str | None]:
     except (sqlalchemy.exc.ArgumentError, ValueError):
         raise _refuse(shown, "it is not a database URL (dialect://user:password@host/database)") from None
     shown = mask(text, url.password if isinstance(url.password, str) else None)
+    if url.drivername == "postgresql" and _pg_fallback():   # no driver named: the one installed
+        text, url = "postgresql+psycopg2" + text[len("postgresql"):], url.set(drivername="postgresql+psycopg2")
     try:
         url.get_dialect().import_dbapi()
     except sqlalchemy.exc.NoSuchModuleError:
@@ -120,7 +131,10 @@ def open_storage(storage: Any, store_path: Path) -> tuple[Any, str | None]:
                 text, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
                 heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY))
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError, OSError) as exc:
-        raise _refuse(shown, "the database cannot be opened (" + mask(_first_line(exc), url.password) + ")") from None
+        backend = url.get_backend_name()
+        where = "" if backend == "sqlite" else f" at {url.host or 'localhost'}:{url.port or _PORTS.get(backend, '?')}"
+        cause = mask(_first_line(exc), url.password)
+        raise _refuse(shown, f"the database{where} cannot be opened ({cause})") from None
     return backend, shown
 
 

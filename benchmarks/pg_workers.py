@@ -1,0 +1,84 @@
+"""Trials per minute with 1, 2 and 3 local workers on one retune study in PostgreSQL (a trivial objective).
+
+The job runner is replaced by a fake job that sleeps ``--job-s`` seconds and reports ``--steps`` losses (no
+training: what is measured is the study's own cost — Optuna's sampler, the claim, heartbeats, the database — and
+how well the workers overlap). Starts its own server as tests/pgserver.py does (Debian's postgresql, as root or
+the postgres user). Prints one row per worker count, with the duplicated and lost trials (goal: 0).
+
+    .venv/bin/python benchmarks/pg_workers.py [--trials 24] [--job-s 0.5] [--workers 1,2,3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _fake(job_s: float):
+    from tcbench._results import JobResult, StepRecord
+
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+        res = JobResult(spec=spec, status="ok", run_id=round)
+        for step in range(spec.steps):
+            time.sleep(job_s / spec.steps)
+            rec = StepRecord(step=step, step_s=job_s / spec.steps, samples_s=1.0, tokens_s=1.0, mem_bytes=0,
+                             loss=1.0 / (1 + step * spec.lr * 100))
+            res.records.append(rec)
+            (observer or (lambda e: None))({"type": "step", "record": rec, "run_id": round})
+        res.extra["eval_loss"] = res.records[-1].loss
+        return res
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=24)
+    ap.add_argument("--job-s", type=float, default=0.5, help="each fake job's duration (sleeps: no CPU)")
+    ap.add_argument("--workers", default="1,2,3")
+    a = ap.parse_args()
+
+    import optuna
+
+    import tcbench._runner as runner
+    from pgserver import missing, server
+    from tcbench import JobSpec, Store
+    from tcbench.tuning.retune import retune_lr
+
+    if missing():
+        print(f"skipped: {missing()}")
+        return 1
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    runner.run = _fake(a.job_s)   # forked workers inherit it
+    spec = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, steps=10, warmup_steps=1,
+                   lr=1e-3, threads=1)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        gen = server()
+        url = next(gen)
+        try:
+            for n in [int(x) for x in a.workers.split(",")]:
+                t0 = time.monotonic()
+                retune_lr(spec, 32, n_trials=a.trials, storage=url, study_name=f"bench-{n}", noise=False,
+                          budget="equal_steps", pruner="none", store=Store(Path(tmp) / f"s{n}.db"), n_workers=n)
+                wall = time.monotonic() - t0
+                trials = optuna.load_study(study_name=f"bench-{n}", storage=url.replace(
+                    "postgresql://", "postgresql+psycopg2://")).get_trials()
+                done = [t for t in trials if t.state.name == "COMPLETE"]
+                rows.append(dict(workers=n, trials=len(done), wall_s=round(wall, 2),
+                                 trials_per_min=round(60 * len(done) / wall, 1), job_s=a.job_s,
+                                 extra_trials=max(0, len(trials) - a.trials), lost=max(0, a.trials - len(done))))
+                print(json.dumps(rows[-1]), flush=True)
+        finally:
+            gen.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""Several worker processes on one retune study: ``retune_lr(..., n_workers=N)`` and ``tcbench tune-worker``.
+
+A study on a database server (PostgreSQL) is shared by every process that opens its URL. Each worker runs the
+study's loop (``retune._optimize``): count the trials that count, start the next one while some are missing, wait
+while the missing ones run elsewhere. What keeps N workers from doing too much:
+
+- the rule and prediction trials are enqueued once, by the ``retune_lr`` call that creates or resumes the study
+  (under the claim below); workers only take waiting trials, and PostgreSQL hands each to one of them (the row is
+  locked ``FOR UPDATE`` while its state changes to RUNNING);
+- the claim: a PostgreSQL advisory lock on the study, held from counting the trials until the new trial is
+  RUNNING, so N workers never start more trials than are missing.
+
+A dead worker's trial is failed and retried by the heartbeat (``tcbench.tuning.storage``). Several workers on
+SQLite are refused: SQLite has no row locks, and Optuna can hand one waiting trial to two processes there
+(optuna#4002), so a rule trial could run twice. An in-memory study is not shared at all.
+
+The ``n_workers`` local workers are forked from the calling process (they inherit its job runner, observer and
+store); the caller waits for them and sets their common stop event when its own ``stop`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from .._spec import SpecError
+from .storage import _first_line, mask, open_storage
+
+SETTINGS_ATTR = "tcbench:worker"   # study user attr: what a joining worker needs beyond _check_resume's settings
+LOCK_SPACE = 0x7463                # the advisory lock's first key ("tc"); the second is the study's id
+SHARED = "a PostgreSQL URL (postgresql://user@host:port/db): every worker opens it"
+
+
+def is_postgres(storage: Any) -> bool:
+    """Is this an Optuna RDB storage on PostgreSQL?"""
+    engine = getattr(storage, "engine", None)
+    return engine is not None and engine.dialect.name == "postgresql"
+
+
+class Claim:
+    """One worker at a time counts the study's trials and starts the next one (see the module docstring).
+
+    A context manager around the count; ``release()`` (idempotent) ends it early, as soon as the new trial is
+    RUNNING. On anything but PostgreSQL it does nothing (one process: nothing to share)."""
+
+    def __init__(self, storage: Any = None, study_id: int = 0) -> None:
+        self.engine = storage.engine if is_postgres(storage) else None
+        self.key, self.con, self.held = int(study_id), None, False
+
+    def _sql(self, sql: str) -> None:
+        from sqlalchemy import text
+
+        if self.con is None:   # its own session: the lock belongs to it and ends with it if the process dies
+            self.con = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        self.con.execute(text(sql), {"a": LOCK_SPACE, "b": self.key})
+
+    def __enter__(self) -> "Claim":
+        if self.engine is not None and not self.held:
+            self._sql("SELECT pg_advisory_lock(:a, :b)")
+            self.held = True
+        return self
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._sql("SELECT pg_advisory_unlock(:a, :b)")
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con, self.held = None, False
+
+
+def check_workers(n_workers: Any, storage: Any, backend: Any, shown: str | None, what: str = "n_workers > 1") -> None:
+    """Refuse what cannot share a study between processes (before any job starts). Raises SpecError."""
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise SpecError("n_workers", n_workers, "a whole number >= 1",
+                        f"n_workers={n_workers!r} is not allowed; allowed: a whole number >= 1")
+    if n_workers == 1 and what == "n_workers > 1":
+        return
+    if backend is None or not isinstance(storage, str):
+        why = "a study kept in memory is not shared" if backend is None else "a storage object is not a URL"
+        raise SpecError("storage", shown, SHARED, f"storage={shown!r} is not allowed with {what}: {why}; "
+                                                  f"allowed: {SHARED}")
+    if backend.engine.dialect.name == "sqlite":
+        raise SpecError("storage", shown, SHARED, f"storage={shown!r} is not allowed with {what}: on SQLite several "
+                        "processes can take the same waiting trial and run a rule guess twice (optuna#4002); "
+                        f"allowed: {SHARED}")
+    if not is_postgres(backend):
+        raise SpecError("storage", shown, SHARED, f"storage={shown!r} is not allowed with {what}: tcbench shares a "
+                        f"study between workers through PostgreSQL's advisory locks; allowed: {SHARED}")
+
+
+def remember(study: Any, **settings: Any) -> None:
+    """Store what ``tune_worker`` needs to join the study (n_trials, sampler, pruner, seed, report_every)."""
+    if study.user_attrs.get(SETTINGS_ATTR) != settings:
+        study.set_user_attr(SETTINGS_ATTR, settings)
+
+
+def run_workers(study: Any, ctx: dict, n_trials: int, n_workers: int, storage: Any,
+                make_objective: Callable[[dict], Callable]) -> None:
+    """Run the study's loop here (``n_workers == 1``) or in ``n_workers`` forked processes, and wait for them.
+
+    ``storage``: the URL each worker opens again (no database connection crosses a fork). Raises RuntimeError
+    when workers failed and the study still misses trials."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    from .retune import _counts, _optimize
+
+    if n_workers == 1:
+        return _optimize(study, make_objective(ctx), ctx, n_trials)
+    mp = multiprocessing.get_context("fork")   # the workers inherit the job runner (and a test's fakes)
+    stop, errors = mp.Event(), mp.SimpleQueue()
+    ctx["claim"].close()
+    ctx["storage"].engine.dispose()   # the parent's pooled connections are not the children's to use
+    procs = [mp.Process(target=_worker, name=f"tcbench-tune-worker-{i}",
+                        args=(i, storage, ctx, study.study_name, study.sampler, study.pruner, make_objective,
+                              n_trials, stop, errors))
+             for i in range(n_workers)]
+    for p in procs:
+        p.start()
+    user = ctx["stop"]
+    try:
+        pending = {p.sentinel: p for p in procs}
+        while pending:
+            for s in wait(list(pending), timeout=1.0):   # blocks until a worker ends (or a second, for `stop`)
+                pending.pop(s).join()
+            if user is not None and user.is_set():
+                stop.set()
+    except BaseException:   # KeyboardInterrupt here: the workers stop their trials (not counted) and end
+        stop.set()
+        for p in procs:
+            p.join(60)
+            if p.exitcode is None:
+                p.kill()
+                p.join()
+        raise
+    failed = []
+    while not errors.empty():
+        failed.append(errors.get())
+    failed += [f"worker {i} (pid {p.pid}) was killed by signal {-p.exitcode}" for i, p in enumerate(procs)
+               if p.exitcode is not None and p.exitcode < 0]
+    done = sum(_counts(t) for t in study.get_trials(deepcopy=False))
+    if failed and done < n_trials and not stop.is_set():
+        raise RuntimeError(f"the study {study.study_name!r} has {done} of {n_trials} trials; its workers ended: "
+                           + "; ".join(failed))
+
+
+def _worker(i: int, storage: str, ctx: dict, study_name: str, sampler: Any, pruner: Any,
+            make_objective: Callable[[dict], Callable], n_trials: int, stop: Any, errors: Any) -> None:
+    """One forked worker: its own connections, the shared stop event, the study's loop."""
+    import optuna
+
+    from .retune import _optimize
+
+    try:
+        backend, _ = open_storage(storage, ctx["store"].path)
+        if i:   # worker 0 keeps the seed; the others draw their own learning rates
+            sampler.reseed_rng()
+        study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler, pruner=pruner)
+        mine = dict(ctx, storage=backend, stop=stop, claim=Claim(backend, study._study_id), lost=False)
+        _optimize(study, make_objective(mine), mine, n_trials)
+    except BaseException as exc:   # one line for the parent; the password masked
+        errors.put(f"worker {i} (pid {os.getpid()}): {mask(_first_line(exc))}")
+        raise SystemExit(1) from None
+
+
+def tune_worker(study_name: str, storage: str, n_workers: int = 1, store: Any = None,
+                observer: Callable[[dict], None] | None = None, stop: Any = None) -> Any:
+    """Join a retune study that ``retune_lr`` created on a PostgreSQL ``storage``: run its trials (here, in
+    ``n_workers`` processes) until it holds its ``n_trials``. The job, the batch, the range, the sampler and the
+    pruner come from the study; each trial's job is a run of this machine's store. Returns the study's trials
+    (``retune.trials_frame``). Raises SpecError for a storage or study that cannot be joined."""
+    import optuna
+
+    from .._preflight import check as preflight
+    from .._spec import JobSpec
+    from .._store import Store
+    from .retune import _make_pruner, _make_sampler, _objective, min_resource, prune_until, trials_frame
+    from .storage import heartbeat_on
+
+    store = store or Store()
+    backend, shown = open_storage(storage, store.path)
+    check_workers(n_workers, storage, backend, shown, what="tune-worker")
+    names = [s.study_name for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
+    if study_name not in names:
+        allowed = f"a study in {shown}: {', '.join(map(repr, names[:20])) or 'there is none'}"
+        raise SpecError("study", study_name, allowed, f"study={study_name!r} is not allowed: {shown} holds no such "
+                                                      f"study; allowed: {allowed}")
+    attrs = optuna.load_study(study_name=study_name, storage=backend).user_attrs
+    settings = attrs.get(SETTINGS_ATTR) or {}
+    if not settings or not attrs.get("spec") or settings.get("sampler") is None or settings.get("pruner") is None:
+        why = ("it was started with a sampler or pruner object (join it from Python with retune_lr's n_workers)"
+               if settings else "it was not started by this tcbench's retune_lr (its settings are not stored)")
+        raise SpecError("study", study_name, "a study started by retune_lr with a named sampler and pruner",
+                        f"study={study_name!r} cannot be joined: {why}")
+    spec, steps, n_trials = preflight(JobSpec.from_json(attrs["spec"])), int(attrs["steps"]), settings["n_trials"]
+    sampler = _make_sampler(settings["sampler"], settings["seed"], n_trials)
+    sampler.reseed_rng()   # its own draws, not the starting process's
+    study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler,
+                              pruner=_make_pruner(settings["pruner"], steps))
+    cid = store.insert_comparison("retune", spec, [spec.backend], n_trials,
+                                  dict(study_name=study_name, storage=shown, worker=True, steps=steps,
+                                       new_batch_size=attrs["new_batch_size"], low=attrs["low"], high=attrs["high"],
+                                       budget=attrs["budget"]))
+    claim = Claim(backend, study._study_id)
+    ctx = dict(low=attrs["low"], high=attrs["high"], new_batch=attrs["new_batch_size"], steps=steps,
+               eval_batches=attrs["eval_batches"], store=store, report_every=settings["report_every"], stop=stop,
+               observer=observer or (lambda e: None), comparison_id=cid, first_rung=min_resource(steps),
+               prune_until=prune_until(settings["pruner"], steps), storage=backend, heartbeat=heartbeat_on(backend),
+               lost=False, claim=claim)
+    status = "interrupted"
+    try:
+        run_workers(study, ctx, n_trials, n_workers, storage, lambda c: _objective(spec, c))
+        status = "interrupted" if stop is not None and stop.is_set() else "done"
+    finally:
+        claim.close()
+        store.finish_comparison(cid, status, {"study_name": study_name, "storage": shown, "worker": True})
+    return trials_frame(study)[0]
