@@ -256,9 +256,10 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     notify = observer or (lambda event: None)
     run_id = store.insert_run(spec, comparison_id, round, label=label, pid=os.getpid(), host=socket.gethostname())
     writer = _Writer(store, run_id)
-    # run folders are named by time as well: several stores may share one TCBENCH_HOME
-    run_dir = private_dir(home() / "runs", tighten=True) / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}-{spec.backend}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    # run folders are named by time and made unique: several stores (and processes) may share one TCBENCH_HOME,
+    # and two of them may start their run 7 in the same second; a folder is never shared
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}-{spec.backend}-",
+                                    dir=private_dir(home() / "runs", tighten=True)))
     result = JobResult(spec=spec, status="running", run_id=run_id, artifacts=str(run_dir), round=round, label=label,
                        env=job_env_info(_threads(spec)))
     notify({"type": "start", "job": job, "backend": spec.backend, "label": result.name, "round": round,
