@@ -20,6 +20,8 @@ batches as that takes at each batch size): two classes' losses differ by less th
 5. **retune_lr** from (B0, lr0) to B1 with the measured noise scale (its defaults: equal samples, the prediction,
    rules and lr0 enqueued, GP sampler, successive halving), ``--trials`` trials: its best held-out loss's regret
    and the samples it trained as a fraction of the grid's (9 jobs); the noise-scale job is counted separately.
+6. ``--check-seeds S``: the grid's lr* and retune_lr's best lr trained again with S more seeds, and retune_lr's
+   regret as the difference of their means over 1 + S seeds (one seed's ranking of nearby rates is mostly noise).
 
 Goals (issue 10): the noise-scale prediction's median regret below both rules'; retune_lr within 2 % of L* using
 ≤ 35 % of the grid's samples. Every job is cached in lr_transfer.json as it finishes, so an interrupted run resumes.
@@ -161,6 +163,16 @@ def run_model(model: str, a: argparse.Namespace, data: dict, store: tc.Store) ->
                              .to_dict("records")}
         elif str(k) in rows and "retune" in rows[str(k)]:
             row["retune"] = rows[str(k)]["retune"]
+        rt = row.get("retune") or {}
+        if a.check_seeds and rt.get("best_lr"):   # the grid's best and retune's best, trained again with more seeds
+            seeds = range(a.seed, a.seed + 1 + a.check_seeds)
+            means = {}
+            for name, lr in (("grid", lr_star), ("retune", float(f"{rt['best_lr']:.6g}"))):
+                means[name] = statistics.mean(_loss(_job(data, spec1.replace(lr=_on_grid(lr, grid) or lr, seed=s),
+                                                         store)) for s in seeds)
+            row["seed_check"] = {"seeds": len(seeds), "grid_lr": lr_star, "grid_mean": means["grid"],
+                                 "retune_lr": rt["best_lr"], "retune_mean": means["retune"],
+                                 "rel_regret": (means["retune"] - means["grid"]) / means["grid"]}
         rows[str(k)] = row
         _save(data)
         r = row.get("retune") or {}
@@ -208,6 +220,13 @@ def write(data: dict) -> None:
             lines += ["", "Median over k: " + "; ".join(
                 f"{n} regret {med[n]:+.4f}, |log(lr/lr*)| {logs[n]:.2f}" for n in PREDICTORS) + "."]
             rts = [r["retune"] for r in per_k if r.get("retune") and r["retune"].get("rel_regret") is not None]
+            checks = [r["seed_check"] for r in per_k if r.get("seed_check")]
+            if checks:
+                lines.append(f"Over {checks[0]['seeds']} seeds (the grid's lr* and retune_lr's best trained again with "
+                             "seeds +1 … : one seed's ranking of nearby learning rates is mostly training noise): "
+                             "retune_lr's relative regret " + ", ".join(
+                                 f"k={r['k']} {r['seed_check']['rel_regret']:+.1%}" for r in per_k if r.get("seed_check"))
+                             + f"; median {statistics.median(c['rel_regret'] for c in checks):+.1%}.")
             if rts:
                 lines.append(f"retune_lr: relative regret median {statistics.median(x['rel_regret'] for x in rts):+.1%} "
                              f"(worst {max(x['rel_regret'] for x in rts):+.1%}); samples ÷ grid's median "
@@ -227,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=5, help="retune_lr's n_trials (0: skip retune_lr)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--again", action="store_true", help="run retune_lr again even when its result is cached")
+    p.add_argument("--check-seeds", type=int, default=0,
+                   help="train the grid's best and retune_lr's best again with this many more seeds (mean regret)")
     p.add_argument("--store", default=None, help="the tcbench store for the jobs (default: TCBENCH_HOME's)")
     p.add_argument("--rewrite", action="store_true", help="only rewrite lr_transfer.md from lr_transfer.json")
     p.add_argument("--out", default=str(HERE), help="the folder for lr_transfer.json and lr_transfer.md")
