@@ -8,6 +8,9 @@ export TRANSFORMERS_OFFLINE := 1
 # test runs share compile caches (Inductor, XLA) across tests and across runs
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
 PYTEST_ARGS ?= --durations=25
+# two pytest workers (one per core of the reference machine): every job runs on 1 thread, so the suite's jobs pair up;
+# a test file stays on one worker (its module fixtures are built once); each worker has its own store
+TEST_WORKERS ?= 2
 
 .PHONY: setup browser postgres demo test test-fast lab app bench gallery clean
 
@@ -35,7 +38,7 @@ demo: setup
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html
 
 test: setup browser postgres
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # unit tests only (no real training jobs, no browser)
 test-fast: setup
