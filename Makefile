@@ -9,8 +9,8 @@ export TRANSFORMERS_OFFLINE := 1
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
 PYTEST_ARGS ?= --durations=25
 # two pytest workers (one per core of the reference machine): every job runs on 1 thread, so the suite's jobs pair up;
-# a test file stays on one worker (tests/conftest.py: its module fixtures are built once) but the notebooks spread;
-# each worker has its own store
+# a test file stays on one worker (its module fixtures are built once; xdist's loadgroup does not group under
+# pytest 9 here); each worker has its own store
 TEST_WORKERS ?= 2
 
 .PHONY: setup browser postgres demo test test-fast lab app bench gallery clean
@@ -39,7 +39,7 @@ demo: setup
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html
 
 test: setup browser postgres
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # unit tests only (no real training jobs, no browser)
 test-fast: setup
