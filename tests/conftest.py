@@ -40,14 +40,3 @@ def pg_url():
         pytest.skip(why)
     yield from server()
 
-
-# `make test` runs two pytest workers with --dist loadgroup: a file's tests stay together on one worker (module and
-# session fixtures — servers, trained backends — are built once), except the files listed here, whose long tests share
-# nothing and are spread over both workers.
-SPREAD = {"test_notebooks.py"}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
