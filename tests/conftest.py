@@ -39,4 +39,3 @@ def pg_url():
     if why:
         pytest.skip(why)
     yield from server()
-
