@@ -8,10 +8,11 @@ export TRANSFORMERS_OFFLINE := 1
 # test runs share compile caches (Inductor, XLA) across tests and across runs
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
 PYTEST_ARGS ?= --durations=25
-# two pytest workers (one per core of the reference machine): every job runs on 1 thread, so the suite's jobs pair up;
-# a test file stays on one worker (its module fixtures are built once; xdist's loadgroup does not group under
-# pytest 9 here); each worker has its own store
-TEST_WORKERS ?= 2
+# TEST_WORKERS=2: two pytest workers (xdist, a file per worker, each its own store): 42 min instead of ~55 on 2 cores,
+# but a second worker's jobs disturb the timing tests beside them (an A/A comparison once came out "slower"), so the
+# default stays one process
+TEST_WORKERS ?= 1
+XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 .PHONY: setup browser postgres demo test test-fast lab app bench gallery clean
 
@@ -39,7 +40,7 @@ demo: setup
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html
 
 test: setup browser postgres
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(PYTEST_ARGS)
 
 # unit tests only (no real training jobs, no browser)
 test-fast: setup
