@@ -47,8 +47,10 @@ def steady(records: Sequence[StepRecord]) -> list[StepRecord]:
 
 
 def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share: float | None,
-           steal_share: float | None) -> tuple[float | None, float | None, float | None, list[str]]:
-    """IQR, CV, CPU share of the steady steps and the reasons to distrust them."""
+           steal_share: float | None, blocks: bool = False) -> tuple[float | None, float | None, float | None, list[str]]:
+    """IQR, CV, CPU share of the steady steps and the reasons to distrust them. ``blocks``: the job blocks in its
+    own collectives (a data-parallel rank waits for the others' gradients), so a CPU share below 1 is no sign of
+    another process; only its threads' wait for a CPU (the run queue) says so."""
     times = sorted(r.step_s for r in st)
     reasons: list[str] = []
     iqr = cv = share = None
@@ -65,7 +67,7 @@ def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share
     lost = []
     if threads and len(cpu) == len(st) and st:
         share = sum(cpu) / (sum(r.step_s for r in st) * threads)
-        if share < NOISY_CPU_SHARE:
+        if share < NOISY_CPU_SHARE and not blocks:
             lost.append(f"the job had the CPU {share:.0%} of its wall time ({threads} thread(s))")
     if wait_share is not None and wait_share > NOISY_WAIT_SHARE:
         lost.append(f"its threads waited for a CPU {wait_share:.0%} of the time")
@@ -80,8 +82,8 @@ def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share
 
 def job_figures(records: Sequence[StepRecord], batch_size: int, warmup_steps: int, threads: int | None = None,
                 wait_share: float | None = None, probe: dict | None = None, steal_share: float | None = None,
-                **given: Any) -> JobFigures:
-    """All of a job's figures from its step records.
+                blocks: bool = False, **given: Any) -> JobFigures:
+    """All of a job's figures from its step records (``blocks``: a data-parallel job, see ``_noise``).
 
     ``probe``: the matmul peak used for MFU (``{"flops": ..., "disturbed": reason or ""}``);
     ``given``: figures the job reported itself (n_params, flops_per_step, recompiles_after_warmup, graph_breaks).
@@ -96,7 +98,7 @@ def job_figures(records: Sequence[StepRecord], batch_size: int, warmup_steps: in
         return JobFigures(**fig)
     med = statistics.median(r.step_s for r in st)
     tokens = statistics.median(batch_size * r.seq_len for r in st)
-    iqr, cv, share, reasons = _noise(st, med, threads, wait_share, steal_share)
+    iqr, cv, share, reasons = _noise(st, med, threads, wait_share, steal_share, blocks)
     fig.update(median_step_s=med, samples_s=batch_size / med, tokens_s=tokens / med, step_iqr_s=iqr, step_cv=cv,
                cpu_share=share, wait_share=wait_share, steal_share=steal_share, noisy=bool(reasons), noise_reason="; ".join(reasons))
     if len(warm) == warmup_steps and warmup_steps > 0:

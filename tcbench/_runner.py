@@ -563,5 +563,5 @@ def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) ->
     result.extra["probe"] = {k: v for k, v in probe.items() if k != "cached"}
     result.figures = job_figures(result.records, _batch_size(spec, result.records), spec.warmup_steps, threads=threads,
                                  wait_share=wait_share, steal_share=sched.get("steal_share"), probe=probe,
-                                 n_params=result.extra.get("n_params"),
+                                 blocks=spec.nproc > 1, n_params=result.extra.get("n_params"),
                                  flops_per_step=result.extra.get("flops_per_step"), **given)

@@ -48,6 +48,15 @@ def test_a_job_that_lost_the_cpu_is_noisy_with_its_reason():
     assert waited.noisy and "waited for a CPU" in waited.noise_reason
     both = job_figures(recs(times, cpu=[0.05] * 12), 8, 2, threads=1, wait_share=0.5)
     assert both.noise_reason.count("another process was running") == 1, both.noise_reason
+
+
+
+def test_a_data_parallel_rank_blocked_in_its_all_reduce_is_not_taken_for_a_busy_machine():
+    times = [0.1] * 12   # rank 0 had the CPU 60 % of each step: the rest it waited for the other rank's gradients
+    ddp = job_figures(recs(times, cpu=[0.06] * 12), 8, 2, threads=1, wait_share=0.01, blocks=True)
+    assert ddp.noisy is False and ddp.cpu_share == pytest.approx(0.6)
+    queued = job_figures(recs(times, cpu=[0.06] * 12), 8, 2, threads=1, wait_share=0.3, blocks=True)
+    assert queued.noisy and "waited for a CPU 30%" in queued.noise_reason and "had the CPU" not in queued.noise_reason
     stolen = job_figures(recs(times, cpu=[0.099] * 12), 8, 2, threads=1, steal_share=0.2)
     assert stolen.noisy and "steal" in stolen.noise_reason
 
