@@ -1,13 +1,14 @@
-"""The result store: one SQLite file (WAL), written as records arrive.
+"""The result store: one SQLite file (WAL) or a PostgreSQL database, written as records arrive.
 
 Tables: ``runs`` (one row per job, inserted when it starts and completed when it ends), ``steps``
 (one row per optimizer step, committed as it arrives, so a killed job or kernel loses nothing
 already measured), ``comparisons`` and ``probes``. Plain columns and JSON text only: no pickle,
 no ``eval`` on load. The columns of ``runs`` and ``steps`` are derived from the result dataclasses
 (``JobResult``, ``JobFigures``, ``StepRecord``); inserts name their columns. The schema carries a
-version (``PRAGMA user_version``): an older store is upgraded when opened, a newer one is refused.
-The path is ``$TCBENCH_DB``, else ``$TCBENCH_HOME/tcbench.db``, else ``~/.cache/tcbench/tcbench.db``;
-it is read on every call so a notebook can switch stores.
+version (``PRAGMA user_version``; on PostgreSQL a ``tcbench_meta`` row): an older store is upgraded when
+opened, a newer one is refused. The store is ``$TCBENCH_DB`` (a path, ``sqlite:///path`` or
+``postgresql://user:password@host:port/db``, see ``_store_pg.py``), else ``$TCBENCH_HOME/tcbench.db``, else
+``~/.cache/tcbench/tcbench.db``; it is read on every call so a notebook can switch stores.
 
 Nothing measured is lost and nothing stays ``running`` for ever:
 
@@ -15,8 +16,8 @@ Nothing measured is lost and nothing stays ``running`` for ever:
   opening the store marks ``interrupted`` the ones whose process is gone (same host) or whose
   heartbeat is older than ``STALE_S`` (another host), and ends a dead job's leftover processes;
 - records that cannot be written now (the store locked for long, the disk full) are spooled to
-  ``<store>.spool/`` (or, when that cannot be written either, a folder under the temp dir) and
-  merged the next time the store is opened;
+  ``<store>.spool/`` (PostgreSQL: ``$TCBENCH_HOME/spool/<server and database>/``; when that cannot be
+  written either, a folder under the temp dir) and merged the next time the store is opened;
 - a store the process may not write (an archive, a read-only share) opens for reading: history,
   reports and exports work; a write names the path and why.
 """
@@ -30,10 +31,12 @@ import os
 import signal
 import socket
 import sqlite3
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 from urllib.parse import quote
 
 import pandas as pd
@@ -84,7 +87,13 @@ _TRANSIENT = ("locked", "busy", "full", "disk i/o error", "readonly", "read-only
 
 
 def transient(exc: BaseException) -> bool:
-    """True for a write that failed because of the store's state now (locked, disk full), not a bug."""
+    """True for a write that failed because of the store's state now (locked, disk full, its server
+    unreachable), not a bug."""
+    if isinstance(exc, StoreUnreachable):
+        return True
+    if "psycopg2" in sys.modules and isinstance(exc, (sys.modules["psycopg2"].OperationalError,
+                                                      sys.modules["psycopg2"].InterfaceError)):
+        return True   # PostgreSQL: the connection failed or was lost (a bug raises ProgrammingError & co)
     return isinstance(exc, (sqlite3.OperationalError, OSError, StoreError)) and any(
         word in str(exc).lower() for word in _TRANSIENT)
 
@@ -167,8 +176,16 @@ def end_leftovers(worker_pid: Any, run_dir: Any) -> int:
     return len(pids)
 
 
-def default_path() -> Path:
-    return Path(os.environ.get("TCBENCH_DB") or home() / "tcbench.db").expanduser().resolve()
+def default_path() -> Path | str:
+    """``$TCBENCH_DB`` (a path, or a database URL as it is), else the file under ``home()``."""
+    db = os.environ.get("TCBENCH_DB")
+    if db and _is_url(db):
+        return db
+    return Path(db or home() / "tcbench.db").expanduser().resolve()
+
+
+def _is_url(text: str) -> bool:
+    return "://" in text and text.split("://", 1)[0].replace("+", "").isalnum()
 
 
 def _writable(path: Path) -> bool:
@@ -177,16 +194,76 @@ def _writable(path: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK) and (not path.exists() or os.access(path, os.W_OK))
 
 
-class Store:
-    """SQLite store; one short connection per operation, safe across threads and processes.
+class StoreUnreachable(StoreError):
+    """The store's server cannot be reached now (names host, port and why): a write is kept and spooled."""
 
-    ``readonly``: None decides from the file's and folder's permissions; True opens for reading only.
-    Opening a writable store upgrades an older schema, merges spooled records and reconciles runs
-    and comparisons whose process is gone.
+
+class Database:
+    """Where the store's rows live: one per kind of database (``_SQLite`` here, ``_store_pg.Postgres``).
+
+    SQL is written with ``?`` placeholders; ``transaction`` yields an object with ``execute``,
+    ``executemany`` and ``insert`` (the new row's key), committed when the block ends.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None) -> None:
-        self.path = Path(path).expanduser().resolve() if path is not None else default_path()
+    path: Path | str        # how messages name the store (a URL with its password masked)
+    operational: tuple      # what a write raises when the database cannot take it now (kept, spooled)
+
+    def open(self, readonly: bool | None) -> bool: ...      # check the location; whether to open read-only
+    def version(self, readonly: bool) -> int: ...
+    def migrate(self, tables: dict, keys: dict, version: int) -> None: ...
+    def transaction(self, timeout: float, readonly: bool = False) -> Any: ...
+    def query(self, sql: str, params: tuple, readonly: bool) -> pd.DataFrame: ...
+    def spool_dirs(self) -> list[Path]: ...
+    def url(self) -> str: ...   # as SQLAlchemy (Optuna) opens it, password included: never show it
+
+
+def database(location: str | os.PathLike | None) -> Database:
+    """The database ``location`` names: a path or ``sqlite:///path`` → SQLite; ``postgresql://…`` → PostgreSQL."""
+    location = default_path() if location is None else location
+    text = str(location)
+    if isinstance(location, str) and _is_url(text):
+        scheme = text.split("://", 1)[0].split("+", 1)[0].lower()
+        if scheme in ("postgresql", "postgres"):
+            from ._store_pg import Postgres
+
+            return Postgres(text)
+        if scheme == "sqlite":
+            return _SQLite(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text[len("sqlite://"):])
+        from ._store_pg import mask
+
+        raise StoreError(f"TCBENCH_DB={mask(text)!r} is not a store tcbench can use; allowed: a file path, "
+                         "sqlite:///path or postgresql://user:password@host:port/database")
+    return _SQLite(location)
+
+
+class _Tx:
+    """A transaction on an SQLite connection (``BEGIN IMMEDIATE``: one writer at a time, others wait)."""
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self.con = con
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+        self.con.execute(sql, tuple(params))
+
+    def executemany(self, sql: str, rows: list[tuple]) -> None:
+        self.con.executemany(sql, rows)
+
+    def insert(self, table: str, values: dict[str, Any], key: str) -> int:
+        cols = list(values)
+        cur = self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                               [values[c] for c in cols])
+        return int(cur.lastrowid or 0)
+
+
+class _SQLite(Database):
+    """One SQLite file (WAL); one short connection per operation."""
+
+    operational = (sqlite3.OperationalError,)
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path).expanduser().resolve()
+
+    def open(self, readonly: bool | None) -> bool:
         if self.path.is_dir():
             raise StoreError(f"the store {self.path} is a folder; TCBENCH_DB must name a file")
         for parent in self.path.parents:
@@ -199,49 +276,39 @@ class Store:
             readonly = self.path.exists() and not _writable(self.path)
             if not readonly and not _writable(self.path):
                 raise StoreError(f"cannot create the store {self.path}: its folder is not writable")
-        self.readonly = bool(readonly)
-        if self.readonly:
-            if not self.path.is_file():
-                raise StoreError(f"the store {self.path} does not exist (opened read-only)")
-            self._check_version()
-            return
-        self._migrate()
-        self.merge_spool()
-        self.reconcile()
+        if readonly and not self.path.is_file():
+            raise StoreError(f"the store {self.path} does not exist (opened read-only)")
+        return bool(readonly)
 
-    def _check_version(self) -> int:
-        con = self._connect()
+    def version(self, readonly: bool) -> int:
+        con = self._connect(readonly=readonly)
         try:
-            version = con.execute("PRAGMA user_version").fetchone()[0]
+            return con.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"the store {self.path} cannot be read: {exc}") from exc
         finally:
             con.close()
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"the store {self.path} has schema version {version}, newer than this tcbench's "
-                             f"{SCHEMA_VERSION}; upgrade tcbench to read it")
-        return version
 
-    def _migrate(self) -> None:
-        self._check_version()
+    def migrate(self, tables: dict, keys: dict, version: int) -> None:
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")
-            for table, cols in TABLES.items():
+            for table, cols in tables.items():
                 con.execute(f"CREATE TABLE IF NOT EXISTS {table} ("
-                            + ", ".join(f"{n} {t}" for n, t in cols) + _KEYS.get(table, "") + ")")
+                            + ", ".join(f"{n} {t}" for n, t in cols) + keys.get(table, "") + ")")
                 have = {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
                 for name, typ in cols:   # an older store: add the columns it lacks (old rows read as NULL)
                     if name not in have:
-                        con.execute(f"ALTER TABLE {table} ADD COLUMN {name} {typ.replace(' PRIMARY KEY AUTOINCREMENT', '')}")
-            con.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                        con.execute(f"ALTER TABLE {table} ADD COLUMN {name} "
+                                    f"{typ.replace(' PRIMARY KEY AUTOINCREMENT', '')}")
+            con.execute(f"PRAGMA user_version={version}")
             con.execute("COMMIT")
         finally:
             con.close()
 
-    def _connect(self, timeout: float = 60.0) -> sqlite3.Connection:
+    def _connect(self, timeout: float = 60.0, readonly: bool = False) -> sqlite3.Connection:
         try:
-            if self.readonly:
+            if readonly:
                 return self._connect_readonly()
             con = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
             con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
@@ -262,26 +329,87 @@ class Store:
         except sqlite3.OperationalError:   # ... or an archive nobody writes (a read-only folder)
             return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
 
+    @contextmanager
+    def transaction(self, timeout: float, readonly: bool = False) -> Iterator[_Tx]:
+        con = self._connect(timeout, readonly)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            yield _Tx(con)
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    def query(self, sql: str, params: tuple, readonly: bool) -> pd.DataFrame:
+        con = self._connect(readonly=readonly)
+        try:
+            return pd.read_sql_query(sql, con, params=params)
+        finally:
+            con.close()
+
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def spool_dirs(self) -> list[Path]:
+        key = hashlib.sha1(str(self.path).encode()).hexdigest()[:12]
+        return [self.path.parent / f"{self.path.name}.spool",
+                Path(tempfile.gettempdir()) / f"tcbench-spool-{os.getuid()}" / key]
+
+
+def _upsert_steps() -> str:
+    """Steps by (run_id, step): a step written again (a retried write, a merged spool) replaces the row."""
+    cols = ("run_id", *STEP_COLUMNS)
+    return (f"INSERT INTO steps ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) ON CONFLICT (run_id, step) "
+            f"DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in STEP_COLUMNS if c != 'step')}")
+
+
+class Store:
+    """The store: SQLite or PostgreSQL (``path``: a path or a URL); one short connection per operation, safe
+    across threads and processes.
+
+    ``readonly``: None decides from the file's and folder's permissions (PostgreSQL: from the user's
+    privileges); True opens for reading only. Opening a writable store upgrades an older schema, merges
+    spooled records and reconciles runs and comparisons whose process is gone. ``path`` names the store in
+    messages (for a URL: its password masked).
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None) -> None:
+        self._db = database(path)
+        self.path = self._db.path
+        self.readonly = self._db.open(readonly)
+        if self.readonly:
+            self._check_version()
+            return
+        self._check_version()
+        self._db.migrate(TABLES, _KEYS, SCHEMA_VERSION)
+        self.merge_spool()
+        self.reconcile()
+
+    def _check_version(self) -> int:
+        version = self._db.version(self.readonly)
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"the store {self.path} has schema version {version}, newer than this tcbench's "
+                             f"{SCHEMA_VERSION}; upgrade tcbench to read it")
+        return version
+
+    def url(self) -> str:
+        """The store as a database URL (``sqlite:///path``; for PostgreSQL with its password: pass it on, never
+        show it, ``path`` is the shown form). ``retune_lr(storage="store")`` keeps its study there."""
+        return self._db.url()
+
     def require_writable(self) -> None:
         if self.readonly:
             raise StoreError(f"the store {self.path} is open read-only (this process may not write it or its "
                              "folder); history, reports and exports work, new runs need a writable TCBENCH_DB")
 
-    def _write(self, sql: str, params: Iterable[Any] = ()) -> int:
+    def _write(self, sql: str, params: Iterable[Any] = ()) -> None:
         self.require_writable()
-        con = self._connect()
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            cur = con.execute(sql, tuple(params))
-            con.execute("COMMIT")
-            return int(cur.lastrowid or 0)
-        finally:
-            con.close()
+        with self._db.transaction(60.0) as tx:
+            tx.execute(sql, params)
 
-    def _insert(self, table: str, values: dict[str, Any]) -> int:
-        cols = list(values)
-        return self._write(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                           [values[c] for c in cols])
+    def _insert(self, table: str, values: dict[str, Any], key: str) -> int:
+        self.require_writable()
+        with self._db.transaction(60.0) as tx:
+            return tx.insert(table, values, key)
 
     # -- writes -------------------------------------------------------------------------------
     def insert_run(self, spec: Any, comparison_id: int | None = None, round: int = 0, label: str = "",
@@ -291,25 +419,19 @@ class Store:
             comparison_id=comparison_id, round=round, label=label, created=now, heartbeat=now, status="running",
             model=spec.model, size=spec.size, backend=spec.backend, batch_size=spec.batch_size, seq_len=spec.seq_len,
             precision=spec.precision, pid=os.getpid() if pid is None else pid, host=host or socket.gethostname(),
-            spec_json=spec.to_json()))
+            spec_json=spec.to_json()), "run_id")
 
     def add_steps(self, run_id: int, recs: list[StepRecord], timeout: float = 60.0) -> None:
         """Several steps in one transaction (columns by name); also the run's heartbeat.
 
-        Raises sqlite3.OperationalError when the store stays locked for ``timeout`` s or the disk is
-        full: the caller keeps the records and tries again, or spools them (``spool_steps``).
+        Raises the database's operational error (``transient``) when the store stays locked for ``timeout``
+        s, the disk is full or the server cannot be reached: the caller keeps the records and tries again,
+        or spools them (``spool``).
         """
         self.require_writable()
-        cols = ("run_id", *STEP_COLUMNS)
-        con = self._connect(timeout)
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            con.executemany(f"INSERT OR REPLACE INTO steps ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                            [(run_id, *(getattr(r, c) for c in STEP_COLUMNS)) for r in recs])
-            con.execute("UPDATE runs SET heartbeat=? WHERE run_id=?", (time.time(), run_id))
-            con.execute("COMMIT")
-        finally:
-            con.close()
+        with self._db.transaction(timeout) as tx:
+            tx.executemany(_upsert_steps(), [(run_id, *(getattr(r, c) for c in STEP_COLUMNS)) for r in recs])
+            tx.execute("UPDATE runs SET heartbeat=? WHERE run_id=?", (time.time(), run_id))
 
     def beat(self, run_id: int, timeout: float = 2.0, **started: Any) -> None:
         """The run (and its comparison) is alive. ``started``: ``worker_pid`` (the job process, leader of its
@@ -317,16 +439,11 @@ class Store:
         unknown = set(started) - {"worker_pid", "artifacts"}
         if unknown:
             raise TypeError(f"beat() got unknown fields {sorted(unknown)}")
-        con = self._connect(timeout)
-        try:
+        with self._db.transaction(timeout, self.readonly) as tx:
             now = time.time()
-            con.execute("BEGIN IMMEDIATE")
-            self._update_run(con, run_id, {"heartbeat": now, **started})
-            con.execute("UPDATE comparisons SET heartbeat=? WHERE comparison_id=(SELECT comparison_id FROM runs "
-                        "WHERE run_id=?)", (now, run_id))
-            con.execute("COMMIT")
-        finally:
-            con.close()
+            self._update_run(tx, run_id, {"heartbeat": now, **started})
+            tx.execute("UPDATE comparisons SET heartbeat=? WHERE comparison_id=(SELECT comparison_id FROM runs "
+                       "WHERE run_id=?)", (now, run_id))
 
     def _finish_values(self, result: JobResult) -> dict[str, Any]:
         values = {c: getattr(result, c) for c in RESULT_COLUMNS}
@@ -334,27 +451,22 @@ class Store:
                       extra_json=json.dumps(result.extra, default=str))
         return values
 
-    def _update_run(self, con: sqlite3.Connection, run_id: int, values: dict[str, Any]) -> None:
+    def _update_run(self, tx: Any, run_id: int, values: dict[str, Any]) -> None:
         sets = ", ".join(f"{c}=?" for c in values)
-        con.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
+        tx.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
 
     def finish_run(self, result: JobResult, timeout: float = 60.0) -> None:
         """Write a finished job's status, figures, environment and extra information into its row."""
         self.require_writable()
-        con = self._connect(timeout)
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            self._update_run(con, result.run_id, self._finish_values(result))
-            con.execute("COMMIT")
-        finally:
-            con.close()
+        with self._db.transaction(timeout) as tx:
+            self._update_run(tx, result.run_id, self._finish_values(result))
 
     def insert_comparison(self, kind: str, spec: Any, backends: list[str], rounds: int, info: dict) -> int:
         now = time.time()
         return self._insert("comparisons", dict(
             created=now, heartbeat=now, kind=kind, model=spec.model, size=spec.size, backends=",".join(backends),
             rounds=rounds, status="running", spec_json=spec.to_json(), info_json=json.dumps(info, default=str),
-            pid=os.getpid(), host=socket.gethostname()))
+            pid=os.getpid(), host=socket.gethostname()), "comparison_id")
 
     def finish_comparison(self, comparison_id: int, status: str, info: dict) -> None:
         self._write("UPDATE comparisons SET status=?, info_json=?, heartbeat=? WHERE comparison_id=?",
@@ -362,10 +474,9 @@ class Store:
 
     # -- what could not be written now: spooled beside the store, merged on the next open ----------
     def spool_dirs(self) -> list[Path]:
-        """Where records that could not be written are kept: beside the store, else under the temp dir."""
-        key = hashlib.sha1(str(self.path).encode()).hexdigest()[:12]
-        return [self.path.parent / f"{self.path.name}.spool",
-                Path(tempfile.gettempdir()) / f"tcbench-spool-{os.getuid()}" / key]
+        """Where records that could not be written are kept: beside the store (PostgreSQL: under ``home()``),
+        else under the temp dir."""
+        return self._db.spool_dirs()
 
     def spool(self, run_id: int, steps: list[StepRecord], result: JobResult | None = None) -> Path:
         """Keep steps (and the run's final row) in a file to merge on the next open; the path written.
@@ -398,22 +509,15 @@ class Store:
                     entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
                 except (OSError, ValueError):
                     continue
-                cols = ("run_id", *STEP_COLUMNS)
                 try:
-                    con = self._connect(5.0)
-                    try:
-                        con.execute("BEGIN IMMEDIATE")
+                    with self._db.transaction(5.0) as tx:
                         for e in entries:
-                            con.executemany(
-                                f"INSERT OR REPLACE INTO steps ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                                [(e["run_id"], *(s.get(c) for c in STEP_COLUMNS)) for s in e["steps"]])
+                            tx.executemany(_upsert_steps(),
+                                           [(e["run_id"], *(s.get(c) for c in STEP_COLUMNS)) for s in e["steps"]])
                             if e.get("finish"):
-                                self._update_run(con, e["run_id"], e["finish"])
-                        con.execute("COMMIT")
-                    finally:
-                        con.close()
-                except sqlite3.OperationalError:
-                    return merged   # still locked or full: the next open tries again
+                                self._update_run(tx, e["run_id"], e["finish"])
+                except self._db.operational + (StoreUnreachable,):
+                    return merged   # still locked, full or unreachable: the next open tries again
                 merged += sum(len(e["steps"]) for e in entries)
                 path.unlink(missing_ok=True)
         return merged
@@ -426,6 +530,7 @@ class Store:
         pid). Another host: no heartbeat for STALE_S. A dead job's leftover processes are ended.
         """
         host, now = socket.gethostname(), time.time()
+        lost = self._db.operational + (StoreUnreachable,)
 
         def gone(pid: Any, row_host: Any, beat: Any) -> str:
             beat = beat if beat == beat and beat is not None else 0.0
@@ -440,7 +545,7 @@ class Store:
                               "WHERE status='running'")
             cmps = self.query("SELECT comparison_id, pid, host, heartbeat, created FROM comparisons "
                               "WHERE status='running'")
-        except sqlite3.OperationalError:
+        except lost:
             return []
         marked = []
         for r in runs.itertuples():
@@ -453,7 +558,7 @@ class Store:
                 self._write("UPDATE runs SET status='interrupted', error=?, ended=? WHERE run_id=? AND status='running'",
                             (f"{why}; the steps it reported are kept", now, int(r.run_id)))
                 marked.append(int(r.run_id))
-            except sqlite3.OperationalError:
+            except lost:
                 return marked
         for c in cmps.itertuples():
             why = gone(c.pid, c.host, c.heartbeat if c.heartbeat == c.heartbeat else c.created)
@@ -461,7 +566,7 @@ class Store:
                 try:
                     self._write("UPDATE comparisons SET status='interrupted' WHERE comparison_id=? AND "
                                 "status='running'", (int(c.comparison_id),))
-                except sqlite3.OperationalError:
+                except lost:
                     return marked
         return marked
 
@@ -470,15 +575,12 @@ class Store:
         if self.readonly:   # a probe is a cache: a read-only store simply does not keep it
             return
         self._insert("probes", dict(name=name, created=time.time(), host=host, value=value, threads=threads,
-                                    dtype=dtype, torch=torch, disturbed=disturbed, info_json=json.dumps(info)))
+                                    dtype=dtype, torch=torch, disturbed=disturbed, info_json=json.dumps(info)), "")
 
     # -- reads --------------------------------------------------------------------------------
     def query(self, sql: str, params: Iterable[Any] = ()) -> pd.DataFrame:
-        con = self._connect()
-        try:
-            return pd.read_sql_query(sql, con, params=tuple(params))
-        finally:
-            con.close()
+        """The rows of ``sql`` (``?`` placeholders, whatever the database) as a DataFrame."""
+        return self._db.query(sql, tuple(params), self.readonly)
 
     def runs(self) -> pd.DataFrame:
         return self.query("SELECT * FROM runs ORDER BY run_id")

@@ -619,7 +619,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     report_every = report_every or max(1, trial_steps // 10)
     store = store or Store()
     extras = _check_extras(extra_lrs)
-    backend_storage, url = open_storage(storage, store.path)   # a bad URL is a SpecError before any job starts
+    backend_storage, url = open_storage(storage, store.url())   # a bad URL is a SpecError before any job starts
     check_workers(n_workers, storage, backend_storage, url)
     notify = observer or (lambda e: None)
     prediction, note = _predict(spec, new_batch_size, noise, optimizer, store, notify, stop, processes)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import warnings
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .._spec import SpecError
+from .._store_pg import mask
 
 HEARTBEAT_INTERVAL_S = 10   # a live study process writes its running trial's heartbeat this often
 GRACE_PERIOD_S = 60         # six missed heartbeats: the trial's process is taken to be gone
@@ -35,16 +35,6 @@ ALLOWED = ("None (in memory), 'store' (tcbench's own SQLite file), or a database
            "and that opens for writing, e.g. 'sqlite:///tune.db'")
 _TIMEOUT_DRIVERS = ("psycopg", "psycopg2", "mysqldb", "pymysql")   # they take connect_timeout (seconds)
 _PORTS = {"postgresql": 5432, "mysql": 3306}   # the servers' default ports, for the error naming host and port
-
-_USERINFO = re.compile(r"(://[^:/@]*:)[^@]*@")
-_SECRET_QUERY = re.compile(r"([?&](?:password|passwd|pwd|secret|token)[^=&]*=)[^&]*", re.IGNORECASE)
-
-
-def mask(text: str, password: str | None = None) -> str:
-    """``text`` with a URL's password, ``password=``-like query values and ``password`` itself shown as ``***``."""
-    out = _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
-    return out.replace(password, "***") if password else out
-
 
 def _refuse(shown: str, why: str) -> SpecError:
     return SpecError("storage", shown, ALLOWED, f"storage={shown!r} is not allowed: {why}; allowed: {ALLOWED}")
@@ -89,8 +79,11 @@ def _pg_fallback() -> bool:
     return importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None
 
 
-def open_storage(storage: Any, store_path: Path) -> tuple[Any, str | None]:
-    """(the Optuna storage, or None for in memory; how to show it, password masked). Raises SpecError."""
+def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
+    """(the Optuna storage, or None for in memory; how to show it, password masked). Raises SpecError.
+
+    ``storage="store"``: tcbench's own database, ``store_url`` (``Store.url()``: its SQLite file, or its
+    PostgreSQL database, where Optuna's tables sit beside tcbench's)."""
     import optuna
     import sqlalchemy.exc
     from sqlalchemy.engine import make_url
@@ -101,7 +94,7 @@ def open_storage(storage: Any, store_path: Path) -> tuple[Any, str | None]:
         if isinstance(storage, optuna.storages.BaseStorage):
             return storage, type(storage).__name__
         raise _refuse(type(storage).__name__, "it is neither a URL nor an optuna storage")
-    text = f"sqlite:///{store_path}" if storage == "store" else storage
+    text = store_url if storage == "store" else storage
     shown = mask(text)
     try:
         url = make_url(text)

@@ -158,7 +158,7 @@ def _worker(i: int, storage: str, ctx: dict, study_name: str, sampler: Any, prun
     from .retune import _optimize
 
     try:
-        backend, _ = open_storage(storage, ctx["store"].path)
+        backend, _ = open_storage(storage, ctx["store"].url())
         if i:   # worker 0 keeps the seed; the others draw their own learning rates
             sampler.reseed_rng()
         study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler, pruner=pruner)
@@ -184,7 +184,7 @@ def tune_worker(study_name: str, storage: str, n_workers: int = 1, store: Any = 
     from .storage import heartbeat_on
 
     store = store or Store()
-    backend, shown = open_storage(storage, store.path)
+    backend, shown = open_storage(storage, store.url())
     check_workers(n_workers, storage, backend, shown, what="tune-worker")
     names = [s.study_name for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
     if study_name not in names:
