@@ -180,7 +180,7 @@ def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[s
     """(argv, working directory, extra environment) of the job process: tcbench's worker, or the user's
     script started as ``python script.py args`` from the caller's working directory, told its job through
     the environment (tcbench._track reads it)."""
-    if spec.script is None and spec.nproc > 1:   # torchrun's ranks, their messages forwarded by the launcher
+    if spec.script is None and spec.world_size > 1:   # torchrun's ranks, their messages forwarded by the launcher
         return [sys.executable, "-m", "tcbench._launch", str(fd), spec.to_json(), str(run_dir)], str(run_dir), {}
     if spec.script is None:
         return [sys.executable, "-m", "tcbench._worker", spec.to_json(), str(fd), str(run_dir)], str(run_dir), {}
@@ -193,11 +193,12 @@ def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[s
 
 
 def _reader(stream: Any, q: "queue.Queue[dict | None]") -> None:
-    for line in stream:
-        try:
-            q.put(json.loads(line))
-        except json.JSONDecodeError:
-            q.put({"type": "log", "line": line.rstrip()})
+    with stream:
+        for line in stream:
+            try:
+                q.put(json.loads(line))
+            except json.JSONDecodeError:
+                q.put({"type": "log", "line": line.rstrip()})
     q.put(None)
 
 
@@ -293,7 +294,7 @@ XLA_CPU_COLLECTIVES = ("pytorch/xla#5005", "pytorch/xla#9089", "pytorch/xla#9496
 def _parallel_unavailable(spec: JobSpec) -> str:
     """Why this data-parallel job cannot run here ("" when it can): XLA's collectives on the PJRT CPU device."""
     device = os.environ.get("PJRT_DEVICE", "CPU").upper()
-    if spec.nproc == 1 or spec.backend != "xla":
+    if spec.world_size == 1 or spec.backend != "xla":
         return ""
     if device not in ("CPU", ""):   # the xmp / MpDeviceLoader path is not built: never train unsynchronised replicas
         return (f"XLA data parallel (nproc={spec.nproc}) on PJRT_DEVICE={device} is not supported by this tcbench yet; "
@@ -418,6 +419,8 @@ def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: 
         return None
     if kind == "step":
         rec = StepRecord(**{k: msg.get(k) for k in STEP_COLUMNS})
+        if result.records and rec.step <= result.records[-1].step:
+            return None   # sent again (a job interrupted in its write re-sends on the way out): steps only grow
         result.records.append(rec)
         pending.append(rec)
         if "allreduce_bytes" in msg:   # data parallel: this step's gradient all-reduce (rank 0's view)
@@ -563,5 +566,5 @@ def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) ->
     result.extra["probe"] = {k: v for k, v in probe.items() if k != "cached"}
     result.figures = job_figures(result.records, _batch_size(spec, result.records), spec.warmup_steps, threads=threads,
                                  wait_share=wait_share, steal_share=sched.get("steal_share"), probe=probe,
-                                 blocks=spec.nproc > 1, n_params=result.extra.get("n_params"),
+                                 blocks=spec.world_size > 1, n_params=result.extra.get("n_params"),
                                  flops_per_step=result.extra.get("flops_per_step"), **given)

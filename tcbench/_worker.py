@@ -28,14 +28,16 @@ class _Channel:
     script in a ``sleep``, a deadlock) has still delivered every step it measured.
 
     Lines are written whole, in ``write()`` calls of at most PIPE_BUF bytes: the data-parallel processes of one
-    job share a FIFO, and the kernel keeps such writes from interleaving. In a data-parallel job only rank 0
-    reports; the other ranks send their ``end`` alone (with ``rank``), so the parent learns which one failed."""
+    job share a FIFO, and the kernel keeps such writes from interleaving. In a data-parallel job only the
+    machine's first process (LOCAL_RANK 0; rank 0 on one machine) reports; the other ranks send their ``end``
+    alone (with ``rank``), so the parent learns which one failed."""
 
     FLUSH_S = 0.25
     PIPE_BUF = 4096
 
-    def __init__(self, fd: int, rank: int = 0) -> None:
+    def __init__(self, fd: int, rank: int = 0, reports: bool | None = None) -> None:
         self._fd, self.rank = fd, rank
+        self.reports = rank == 0 if reports is None else reports   # this machine's first process reports
         self._lines: list[bytes] = []
         self._last = time.monotonic()
         self._lock = threading.Lock()
@@ -43,9 +45,9 @@ class _Channel:
         self._flusher: threading.Thread | None = None
 
     def send(self, kind: str, **payload) -> None:
-        if self.rank and kind != "end":
+        if not self.reports and kind != "end":
             return
-        line = (json.dumps({"type": kind, **payload, **({"rank": self.rank} if self.rank else {})}) + "\n").encode()
+        line = (json.dumps({"type": kind, **payload, **({} if self.reports else {"rank": self.rank})}) + "\n").encode()
         with self._lock:
             self._lines.append(line)
             now = time.monotonic()
@@ -66,16 +68,21 @@ class _Channel:
             os.close(self._fd)
 
     def _flush_locked(self, now: float) -> None:
-        chunk = b""
+        """Lines leave ``_lines`` as soon as their write returns: a KeyboardInterrupt (SIGINT) raised between
+        two writes neither sends a line twice when the job's ``end`` flushes again nor drops one."""
+        self._last = now
         try:
-            for line in self._lines + [b""]:
-                if chunk and (not line or len(chunk) + len(line) > self.PIPE_BUF):
-                    while chunk:   # a pipe takes a write <= PIPE_BUF whole; a longer single line is split
-                        chunk = chunk[os.write(self._fd, chunk):]
-                chunk += line
+            while self._lines:
+                n, size = 1, len(self._lines[0])
+                while n < len(self._lines) and size + len(self._lines[n]) <= self.PIPE_BUF:
+                    size += len(self._lines[n])
+                    n += 1
+                chunk = b"".join(self._lines[:n])
+                while chunk:   # a pipe takes a write <= PIPE_BUF whole; a longer single line is split
+                    chunk = chunk[os.write(self._fd, chunk):]
+                del self._lines[:n]
         except OSError:   # the parent is gone, or the channel closed: nobody to tell
-            pass
-        self._lines, self._last = [], now
+            self._lines = []
 
     def _flush_late(self) -> None:
         while not self._closed:
@@ -283,7 +290,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
     else:
         it = (_data.batch_on_device(b, device) for b in batches)
     budget = None if spec.memory_budget_gb is None else spec.memory_budget_gb * 2**30
-    if spec.eval_batches and not spec.compiled and chan.rank == 0:   # the untrained model's loss: did it learn?
+    if spec.eval_batches and not spec.compiled and chan.reports:   # the untrained model's loss: did it learn?
         chan.send("phase", phase="eval")
         losses = evaluate(spec, backend, work, device)
         chan.send("eval", when="initial", eval_loss=sum(losses) / len(losses), losses=losses)
@@ -321,7 +328,7 @@ def train(spec: JobSpec, chan: _Channel, run_dir: str) -> None:
                     f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
             return
     _send_sched(chan, steady_from)
-    if spec.eval_batches and chan.rank == 0:
+    if spec.eval_batches and chan.reports:
         chan.send("phase", phase="eval")
         losses = evaluate(spec, backend, work, device)
         chan.send("eval", eval_loss=sum(losses) / len(losses), losses=losses)
@@ -401,7 +408,8 @@ def main(argv: list[str]) -> int:
     spec = JobSpec.from_json(argv[0])
     rank, _ = _rank_world()
     channel = os.environ.get("TCBENCH_CHANNEL")   # data parallel: the ranks share the launcher's FIFO
-    chan = _Channel(os.open(channel, os.O_WRONLY) if channel else int(argv[1]), rank)
+    chan = _Channel(os.open(channel, os.O_WRONLY) if channel else int(argv[1]), rank,
+                    reports=os.environ.get("LOCAL_RANK", "0") == "0")
     run_dir = argv[2]
     try:
         train(spec, chan, run_dir)
@@ -409,7 +417,7 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         tb = traceback.format_exc()
         status = _classify(exc)
-        keep = 6000 if rank == 0 else 1500   # another rank's end stays one whole write on the shared FIFO
+        keep = 6000 if chan.reports else 1500   # another rank's end stays one whole write on the shared FIFO
         chan.send("end", status=status, error=f"{type(exc).__name__}: {exc}"[:min(2000, keep)], traceback=tb[-keep:])
         chan.flush()
         return 1
