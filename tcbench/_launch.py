@@ -13,10 +13,15 @@ stops its ranks itself.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import sys
 import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._spec import JobSpec
 
 
 def _forward(src: int, dst: int, done: threading.Event) -> None:
@@ -34,9 +39,18 @@ def _forward(src: int, dst: int, done: threading.Event) -> None:
             return
 
 
-def torchrun_args(spec_json: str, nproc: int, run_dir: str) -> list[str]:
-    """torchrun's command line for the job: one machine, ``nproc`` ranks, no restarts, tcbench's worker."""
-    return ["--standalone", f"--nproc-per-node={nproc}", "--max-restarts=0", "-m", "tcbench._worker", spec_json,
+def torchrun_args(spec: "JobSpec", spec_json: str, run_dir: str) -> list[str]:
+    """torchrun's command line for the job: ``nproc`` ranks on this machine, no restarts, tcbench's worker.
+    One machine: a standalone rendezvous. Several: the static rendezvous at node 0's ``rdzv_endpoint`` (this
+    machine's ``node_rank`` fixes its ranks, so node 0 holds global rank 0), waiting at most ``stall_s`` for
+    the other nodes."""
+    if spec.nnodes == 1:
+        where = ["--standalone"]
+    else:
+        host, _, port = spec.rdzv_endpoint.rpartition(":")
+        where = [f"--nnodes={spec.nnodes}", f"--node-rank={spec.node_rank}", f"--master-addr={host.strip('[]')}",
+                 f"--master-port={port}", f"--rdzv-conf=timeout={max(1, int(spec.stall_s))}"]
+    return [*where, f"--nproc-per-node={spec.nproc}", "--max-restarts=0", "-m", "tcbench._worker", spec_json,
             "-1", run_dir]
 
 
@@ -54,11 +68,14 @@ def main(argv: list[str]) -> int:
     forwarder = threading.Thread(target=_forward, args=(src, fd, done), daemon=True, name="tcbench-forward")
     forwarder.start()
     os.environ.update(TCBENCH_CHANNEL=fifo, TCBENCH_PARENT_PID=str(os.getpid()))
+    if spec.nnodes > 1:   # the stall clock's message names what the job waits for
+        os.write(fd, (json.dumps({"type": "phase", "phase": f"waiting for {spec.nnodes} nodes at "
+                                  f"{spec.rdzv_endpoint} (this is node {spec.node_rank})"}) + "\n").encode())
     from torch.distributed.run import main as torchrun
 
     code = 0
     try:
-        torchrun(torchrun_args(spec_json, spec.nproc, run_dir))
+        torchrun(torchrun_args(spec, spec_json, run_dir))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except Exception as exc:  # noqa: BLE001 - ChildFailedError: the failing rank has sent its own end

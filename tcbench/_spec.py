@@ -150,6 +150,11 @@ class JobSpec:
     own shard of the data with the same seed; ``batch_size`` is per process, the global batch
     ``global_batch`` = batch_size × nproc. Eager and Inductor (torch.compile of the DDP model); XLA's
     multi-process collectives do not run on the CPU device (such a job is ``unavailable``).
+    nnodes, node_rank, rdzv_endpoint: a job over several machines. Call ``tc.run`` with the same spec on each
+    of ``nnodes`` machines, ``node_rank`` 0 … nnodes−1 telling them apart, and ``rdzv_endpoint`` "host:port"
+    of node 0 (where torchrun's rendezvous store listens; a free port reachable from every node). World size
+    ``world_size`` = nproc × nnodes; each machine's result holds the steps its first process measured (the
+    same synchronous steps on every node) and the job's global throughput.
     """
 
     model: str = "bert-base-cased"
@@ -179,6 +184,9 @@ class JobSpec:
     script_args: tuple[str, ...] = ()
     noise_micro_batches: int = 0
     nproc: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
 
     def __post_init__(self) -> None:
         self._check_choice("backend", self.backend, BACKENDS)
@@ -225,18 +233,40 @@ class JobSpec:
         self._check_parallel()
 
     @property
+    def world_size(self) -> int:
+        """The data-parallel processes of the job over all its machines (nproc × nnodes)."""
+        return self.nproc * self.nnodes
+
+    @property
     def global_batch(self) -> int:
-        """The samples of one optimizer step over all data-parallel processes (batch_size × nproc)."""
-        return self.batch_size * self.nproc
+        """The samples of one optimizer step over all data-parallel processes (batch_size × nproc × nnodes)."""
+        return self.batch_size * self.world_size
 
     def _check_parallel(self) -> None:
         self._number("nproc", 1, 64, whole=True)
-        if self.nproc == 1:
+        self._number("nnodes", 1, 64, whole=True)
+        self._number("node_rank", 0, self.nnodes - 1, whole=True)
+        self._check_endpoint()
+        if self.world_size == 1:
             return
         for name, value, allowed in (("script", self.script, None), ("noise_micro_batches", self.noise_micro_batches, 0)):
             if value != allowed:
                 raise SpecError(name, value, repr(allowed), f"{name}={value!r} cannot run data-parallel (nproc="
-                                f"{self.nproc}); allowed with nproc > 1: {name}={allowed!r}")
+                                f"{self.nproc}, nnodes={self.nnodes}); allowed with nproc > 1 or nnodes > 1: "
+                                f"{name}={allowed!r}")
+
+    def _check_endpoint(self) -> None:
+        value = self.rdzv_endpoint
+        if self.nnodes == 1:
+            if value is not None:
+                raise SpecError("rdzv_endpoint", value, "None with nnodes=1 (a one-machine job needs no rendezvous)")
+            return
+        allowed = f'"host:port" of node 0 (port 1..65535), needed with nnodes={self.nnodes}'
+        if not isinstance(value, str) or value.count(":") != 1 and not value.startswith("["):
+            raise SpecError("rdzv_endpoint", value, allowed)
+        host, _, port = value.rpartition(":")
+        if not host.strip("[]") or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise SpecError("rdzv_endpoint", value, allowed)
 
     def _check_noise(self) -> None:
         self._number("noise_micro_batches", 0, whole=True)

@@ -52,7 +52,11 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
                    help="stop a job that reports nothing for max(this, 20 x its median step) seconds (default 300)")
     p.add_argument("--timeout-s", type=float, default=None, help="optional cap on one job's wall-clock seconds")
     p.add_argument("--nproc", type=int, default=1,
-                   help="data-parallel processes (torchrun + DDP; --batch-size is per process)")
+                   help="data-parallel processes on this machine (torchrun + DDP; --batch-size is per process)")
+    p.add_argument("--nnodes", type=int, default=1,
+                   help="machines of the job: run the same command on each, with its own --node-rank")
+    p.add_argument("--node-rank", type=int, default=0, help="this machine's place among --nnodes (0 … nnodes-1)")
+    p.add_argument("--rdzv-endpoint", default=None, help="host:port of node 0's rendezvous (with --nnodes > 1)")
 
 
 def _spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
@@ -60,7 +64,8 @@ def _spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
                    steps=a.steps, warmup_steps=a.warmup, lr=a.lr, seed=a.seed, precision=a.precision,
                    padding=a.padding, dataset=a.dataset, profile=a.profile, compile_mode=a.compile_mode,
                    loss_every=a.loss_every, dropout=a.dropout, threads=a.threads, cache=a.cache, debug=a.debug,
-                   stall_s=a.stall_s, timeout_s=a.timeout_s, nproc=a.nproc)
+                   stall_s=a.stall_s, timeout_s=a.timeout_s, nproc=a.nproc,
+                   nnodes=a.nnodes, node_rank=a.node_rank, rdzv_endpoint=a.rdzv_endpoint)
 
 
 def _backends(text: str) -> list[str]:

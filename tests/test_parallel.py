@@ -31,6 +31,33 @@ def test_nproc_is_checked_and_gives_the_global_batch():
     assert e.value.field == "noise_micro_batches" and "nproc=2" in str(e.value)
 
 
+def test_nnodes_needs_a_rendezvous_endpoint_and_a_node_rank_in_range():
+    two = dict(DDP, nproc=1, nnodes=2, rdzv_endpoint="10.0.0.1:29500")
+    spec = JobSpec(**two, node_rank=1)
+    assert spec.world_size == 2 and spec.global_batch == 8
+    assert JobSpec(**{**DDP, "nnodes": 3, "rdzv_endpoint": "[fe80::1]:29500"}).world_size == 6
+    for bad, field in ((dict(rdzv_endpoint=None), "rdzv_endpoint"), (dict(rdzv_endpoint="node0"), "rdzv_endpoint"),
+                       (dict(rdzv_endpoint="node0:70000"), "rdzv_endpoint"), (dict(node_rank=2), "node_rank"),
+                       (dict(node_rank=-1), "node_rank"), (dict(nnodes=0), "nnodes")):
+        with pytest.raises(SpecError) as e:
+            JobSpec(**{**two, **bad})
+        assert e.value.field == field, (bad, e.value)
+    with pytest.raises(SpecError) as e:   # one machine needs no rendezvous: a stray endpoint is a mistake
+        JobSpec(**{**DDP, "rdzv_endpoint": "node0:29500"})
+    assert e.value.field == "rdzv_endpoint" and "nnodes=1" in str(e.value)
+    with pytest.raises(SpecError) as e:
+        tc.scaling(spec, nprocs=[1, 2])
+    assert e.value.field == "nnodes"
+    from tcbench._launch import torchrun_args
+
+    args = torchrun_args(spec, "{}", "/tmp/x")
+    assert "--node-rank=1" in args and "--master-addr=10.0.0.1" in args and "--master-port=29500" in args
+    assert "--standalone" not in args and "--standalone" in torchrun_args(JobSpec(**DDP), "{}", "/tmp/x")
+    from tcbench.tuning.noise import one_process
+
+    assert one_process(spec).world_size == 1 and one_process(spec).batch_size == 8
+
+
 def test_more_processes_than_cores_is_refused_before_anything_starts():
     cores = len(os.sched_getaffinity(0))
     with pytest.raises(SpecError) as e:
@@ -61,6 +88,8 @@ def test_the_cli_takes_nproc():
     p = argparse.ArgumentParser()
     _spec_args(p)
     assert _spec(p.parse_args(["--nproc", "2", "--threads", "1"])).nproc == 2
+    two = _spec(p.parse_args(["--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "node0:29500"]))
+    assert (two.nnodes, two.node_rank, two.rdzv_endpoint, two.world_size) == (2, 1, "node0:29500", 2)
     from tcbench.cli import build_parser
     from tcbench.parallel.cli import cmd_scaling
 
@@ -82,6 +111,51 @@ def test_two_processes_train_with_ddp_and_report_the_all_reduce(store):
     assert res.extra["eval_loss"] is not None and res.extra["eval_loss_initial"] is not None
     stored = store.query("SELECT COUNT(*) AS n FROM steps WHERE run_id = ?", (res.run_id,))
     assert int(stored.n.iloc[0]) == 6
+
+
+@pytest.mark.integration
+def test_two_nodes_on_this_machine_train_as_one_job(store):
+    """Two ``tc.run`` calls (two "machines": node 0 and node 1, one process each) meet at node 0's rendezvous
+    endpoint: one job of world size 2, and each machine's result holds its own first process's steps."""
+    import socket
+
+    with socket.socket() as s:   # a free port for node 0's rendezvous store
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = JobSpec(**{**DDP, "nproc": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{port}", "stall_s": 120.0,
+                        "eval_batches": 2})
+    results: dict[int, tc.JobResult] = {}
+
+    def node(rank: int) -> None:
+        results[rank] = tc.run(base.replace(node_rank=rank), store=store)
+
+    threads = [threading.Thread(target=node, args=(k,)) for k in (1, 0)]   # the follower may come first
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    for rank, res in results.items():
+        assert res.status == "ok", (rank, res.error + res.log_tail[-2000:])
+        assert res.extra["world_size"] == 2 and res.spec.global_batch == 8
+        assert [r.step for r in res.records] == list(range(6)) and res.records[-1].loss is not None
+        assert res.extra["allreduce"]["bytes_per_step"] == 4 * res.extra["n_params"]
+    assert sorted(results) == [0, 1]
+    # each node logs the loss of its own shard's batch, but the all-reduce keeps one model: the same held-out loss
+    assert results[0].extra["eval_loss"] == pytest.approx(results[1].extra["eval_loss"], rel=1e-5)
+    assert results[0].extra["eval_loss"] != pytest.approx(results[0].extra["eval_loss_initial"], rel=1e-5)
+
+
+@pytest.mark.integration
+def test_a_node_whose_partners_never_come_stops_at_the_stall_limit_saying_what_it_waited_for(store):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = tc.run(JobSpec(**{**DDP, "nproc": 1, "nnodes": 2, "rdzv_endpoint": f"127.0.0.1:{port}", "stall_s": 8.0}),
+                 store=store)
+    assert res.status == "interrupted" and "waiting for 2 nodes at 127.0.0.1" in res.error, res.error
+    assert not res.records and store.run_row(res.run_id)["status"] == "interrupted"
 
 
 @pytest.mark.integration

@@ -126,6 +126,9 @@ def scaling(spec: JobSpec, nprocs: Sequence[int] = (1, 2), rounds: int = 3, pari
     from .._runner import run
 
     counts = _check(nprocs, rounds)
+    if spec.nnodes != 1:
+        raise SpecError("nnodes", spec.nnodes, "1 (tc.scaling measures process counts on this machine; a job over "
+                        "several machines runs with tc.run on each, and tc.project_scaling estimates more nodes)")
     for n in counts:   # every process count is checked before any job starts (cores, XLA on CPU, ...)
         preflight(spec.replace(nproc=n))
     store = store or Store()

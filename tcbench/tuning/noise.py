@@ -129,7 +129,8 @@ def one_process(spec: Any) -> Any:
     """The single-process job that makes ``spec``'s updates: its global batch in one process. DDP averages the
     ranks' gradients, so N processes × b samples and one process × N·b samples step alike (tc.scaling's parity
     check measures it); the noise scale and the learning rate depend on the global batch only."""
-    return spec if spec.nproc == 1 else spec.replace(nproc=1, batch_size=spec.global_batch)
+    return spec if spec.world_size == 1 else spec.replace(nproc=1, nnodes=1, node_rank=0, rdzv_endpoint=None,
+                                                          batch_size=spec.global_batch)
 
 
 def noise_scale(spec: Any, micro_batches: int = 2, observer: Any = None, stop: Any = None,
