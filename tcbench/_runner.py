@@ -292,13 +292,14 @@ XLA_CPU_COLLECTIVES = ("pytorch/xla#5005", "pytorch/xla#9089", "pytorch/xla#9496
 
 
 def _parallel_unavailable(spec: JobSpec) -> str:
-    """Why this data-parallel job cannot run here ("" when it can): XLA's collectives on the PJRT CPU device."""
+    """Why this data-parallel job cannot run here ("" when it can): XLA's collectives on the PJRT CPU device.
+    On TPU and CUDA PJRT devices an XLA job runs under torchrun like the others, its process group the
+    ``xla://`` one and its gradients all-reduced by ``xm.optimizer_step`` before the update."""
     device = os.environ.get("PJRT_DEVICE", "CPU").upper()
     if spec.world_size == 1 or spec.backend != "xla":
         return ""
-    if device not in ("CPU", ""):   # the xmp / MpDeviceLoader path is not built: never train unsynchronised replicas
-        return (f"XLA data parallel (nproc={spec.nproc}) on PJRT_DEVICE={device} is not supported by this tcbench yet; "
-                "use backend='eager' or 'inductor' with nproc > 1")
+    if device not in ("CPU", ""):   # TPU / CUDA: torchrun + the "xla" process group, xm.optimizer_step
+        return ""
     return (f"XLA data parallel (nproc={spec.nproc}) cannot run on the PJRT CPU device: torch_xla runs its CPU devices "
             f"as threads of one process and their collectives abort or hang ({', '.join(XLA_CPU_COLLECTIVES)}; "
             "xmp.spawn(nprocs=2) raises ValueError). Run it where PJRT_DEVICE=TPU or CUDA, or use backend='eager' or "

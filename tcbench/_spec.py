@@ -148,8 +148,9 @@ class JobSpec:
     nproc: data-parallel processes on this machine (1: a single process). N > 1 runs the job under torchrun
     (``torch.distributed.run``) with DistributedDataParallel — gloo on CPU, NCCL on CUDA — each process on its
     own shard of the data with the same seed; ``batch_size`` is per process, the global batch
-    ``global_batch`` = batch_size × nproc. Eager and Inductor (torch.compile of the DDP model); XLA's
-    multi-process collectives do not run on the CPU device (such a job is ``unavailable``).
+    ``global_batch`` = batch_size × nproc. Eager and Inductor (torch.compile of the DDP model); XLA on TPU and
+    CUDA PJRT devices (torchrun, the ``xla://`` process group, ``xm.optimizer_step``); XLA's multi-process
+    collectives do not run on the CPU device (such a job is ``unavailable``).
     nnodes, node_rank, rdzv_endpoint: a job over several machines. Call ``tc.run`` with the same spec on each
     of ``nnodes`` machines, ``node_rank`` 0 … nnodes−1 telling them apart, and ``rdzv_endpoint`` "host:port"
     of node 0 (where torchrun's rendezvous store listens; a free port reachable from every node). World size

@@ -239,15 +239,26 @@ def _rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def dist_backend(device_type: str) -> str:
+    """The process group's backend for the job's device: NCCL on CUDA, XLA's own on an XLA device (TPU or
+    CUDA PJRT), gloo on CPU."""
+    return {"cuda": "nccl", "xla": "xla"}.get(device_type, "gloo")
+
+
 def _init_data_parallel(chan: _Channel, device) -> int:
-    """Join the job's process group (gloo on CPU, NCCL on CUDA); returns the world size (1: no group)."""
+    """Join the job's process group; returns the world size (1: no group)."""
     rank, world = _rank_world()
     if world == 1:
         return 1
     import torch.distributed as dist
 
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend)
+    backend = dist_backend(device.type)
+    if backend == "xla":   # torch_xla's PJRT process group, which torchrun's environment configures
+        import torch_xla.distributed.xla_backend  # noqa: F401 - registers the "xla" backend and xla://
+
+        dist.init_process_group(backend, init_method="xla://")
+    else:
+        dist.init_process_group(backend)
     chan.send("parallel", world_size=world, backend=backend, local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     return world
 

@@ -80,6 +80,24 @@ def test_xla_data_parallel_on_the_cpu_device_is_unavailable_with_the_upstream_is
     assert not res.records
 
 
+def test_xla_data_parallel_runs_under_torchrun_on_tpu_and_cuda_devices(monkeypatch):
+    """Where XLA's collectives work the job is not refused: it takes the launcher like DDP, its process group is
+    torch_xla's (xla://), and its gradients are all-reduced by xm.optimizer_step (one device here: a plain step,
+    which every xla integration test runs)."""
+    from tcbench._runner import _command, _parallel_unavailable
+    from tcbench._worker import dist_backend
+
+    spec = JobSpec(**{**DDP, "backend": "xla"})
+    for device in ("TPU", "CUDA"):
+        monkeypatch.setenv("PJRT_DEVICE", device)
+        assert _parallel_unavailable(spec) == ""
+        argv, _, _ = _command(spec, 3, "/tmp/x", "/tmp/c")
+        assert argv[1:3] == ["-m", "tcbench._launch"]
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    assert "pytorch/xla#5005" in _parallel_unavailable(spec)
+    assert [dist_backend(d) for d in ("xla", "cuda", "cpu")] == ["xla", "nccl", "gloo"]
+
+
 def test_the_cli_takes_nproc():
     import argparse
 
