@@ -180,3 +180,60 @@ def test_cli_subcommands_parse():
         for argv in ([cmd], [cmd, "--new-nproc", "4", "--new-batch-size", "64"]):
             with pytest.raises(SystemExit):
                 ap.parse_args(argv)
+
+
+def _fake_runs(monkeypatch, limit: int) -> list[int]:
+    """tc.run replaced by a job that fits up to ``limit`` samples (0.5 MiB each); the batches it ran."""
+    from tcbench import _runner
+    from tcbench._results import JobFigures, JobResult
+
+    ran: list[int] = []
+
+    def fake_run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, label=""):
+        ran.append(spec.batch_size)
+        fits = spec.batch_size <= limit
+        return JobResult(spec=spec, status="ok" if fits else "oom", run_id=len(ran), wall_s=1.0,
+                         error="" if fits else "peak memory over the budget",
+                         figures=JobFigures(samples_s=100.0 if fits else None, peak_mem_bytes=spec.batch_size * 2**19))
+
+    monkeypatch.setattr(_runner, "run", fake_run)
+    return ran
+
+
+def test_a_search_kept_in_a_study_resumes_without_running_a_probe_again(store, tmp_path, monkeypatch):
+    """storage=URL: every answer is a trial (value: the batch when it fits, the study's best the answer); the
+    same search again asks the study, not a job; other settings on the same study are refused by name."""
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'mb.db'}"
+    ran = _fake_runs(monkeypatch, limit=40)
+    spec = JobSpec(size="tiny", seq_len=32, batch_size=8)
+    first = find_max_batch(spec, backends=["eager"], max_batch=128, storage=url, store=store, memory_budget_gb=1.0)
+    assert first.max_batch["eager"] == 40 and first.study_name.startswith("maxbatch-bert-base-cased-tiny-s32-")
+    assert len(ran) == len(first.probe_rows) and not first.probes().reused.any()
+    study = optuna.load_study(study_name=first.study_name, storage=url)
+    assert study.best_value == 40 and len(study.trials) == len(ran)
+    assert {t.params["batch_size"] for t in study.trials} == set(ran)
+    ran.clear()
+    again = find_max_batch(spec, backends=["eager"], max_batch=128, storage=url, store=store, memory_budget_gb=1.0)
+    assert again.max_batch["eager"] == 40 and ran == [] and again.probes().reused.all()
+    assert again.probes().drop(columns="reused").equals(first.probes().drop(columns="reused"))
+    with pytest.raises(ValueError, match="other settings"):
+        find_max_batch(spec.replace(seq_len=64), backends=["eager"], storage=url, store=store, memory_budget_gb=1.0,
+                       study_name=first.study_name)
+    with pytest.raises(ValueError, match="storage"):
+        find_max_batch(spec, backends=["eager"], storage="nosuchdb://x", store=store)
+
+
+def test_a_stopped_or_crashed_probe_is_not_kept_as_an_answer(store, tmp_path, monkeypatch):
+    from tcbench import _runner
+    from tcbench._results import JobResult
+
+    url = f"sqlite:///{tmp_path / 'mb.db'}"
+    monkeypatch.setattr(_runner, "run", lambda spec, *a, **k: JobResult(spec=spec, status="failed", run_id=1,
+                                                                          error="Segmentation fault"))
+    res = find_max_batch(JobSpec(size="tiny", seq_len=32, batch_size=8), backends=["eager"], max_batch=16,
+                         storage=url, store=store, memory_budget_gb=1.0)
+    import optuna
+
+    assert res.max_batch["eager"] == 0 and len(optuna.load_study(study_name=res.study_name, storage=url).trials) == 0

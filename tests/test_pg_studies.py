@@ -121,6 +121,25 @@ def test_retune_lr_on_postgresql_resumes_and_never_shows_the_password(pg_url, jo
 
 
 @postgres
+def test_find_max_batch_keeps_its_probes_in_a_postgresql_study_and_a_second_search_runs_none(pg_url, store, monkeypatch):
+    from test_maxbatch import _fake_runs
+
+    from tcbench.tuning.maxbatch import find_max_batch
+
+    ran = _fake_runs(monkeypatch, limit=24)
+    url = _with_password(pg_url)
+    first = find_max_batch(SPEC, backends=["eager", "inductor"], max_batch=64, storage=url, study_name="maxbatch",
+                           store=store, memory_budget_gb=1.0)
+    assert first.max_batch == {"eager": 24, "inductor": 24} and "secret" not in first.storage
+    assert "secret" not in store.comparisons().info_json.str.cat()
+    n = len(ran)
+    again = find_max_batch(SPEC, backends=["eager", "inductor"], max_batch=64, storage=url, study_name="maxbatch",
+                           store=store, memory_budget_gb=1.0)
+    assert again.max_batch == first.max_batch and len(ran) == n and again.probes().reused.all()
+    assert _study(pg_url, "maxbatch").best_value == 24
+
+
+@postgres
 def test_three_workers_share_one_study_without_losing_or_repeating_a_trial(pg_url, jobs, store, monkeypatch):
     import tcbench._runner as runner
 

@@ -28,8 +28,11 @@ def cmd_max_batch(a: argparse.Namespace) -> int:
     names = _backends(a.backends)
     res = find_max_batch(_spec(a, names[0]), profile=a.profile, backends=names, start=a.start,
                             max_batch=a.max_batch, probe_steps=a.probe_steps, multiple_of=a.multiple_of, observer=_progress,
-                            memory_budget_gb=a.budget_gb)
+                            memory_budget_gb=a.budget_gb, storage=a.storage, study_name=a.study_name)
     print(f"profile {res.profile}, memory budget {res.budget_gb:g} GiB")
+    if res.study_name:
+        reused = int(res.probes().reused.sum())
+        print(f"study {res.study_name!r} in {res.storage}: {reused} of {len(res.probe_rows)} probe(s) answered from it")
     _print(res.table())
     if a.probes:
         _print(res.probes())
@@ -132,6 +135,9 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--probe-steps", type=int, default=4, help="steps per probe job (1 warmup)")
     p.add_argument("--budget-gb", type=float, default=None, help="override the profile's memory budget (GiB)")
     p.add_argument("--probes", action="store_true", help="also print every probe")
+    p.add_argument("--storage", default=None, help="keep the probes as an Optuna study: 'store' or a URL "
+                   "(postgresql://…, sqlite:///…); a probe it holds is not run again")
+    p.add_argument("--study-name", default=None, help="the study (default: named from the settings)")
     p.set_defaults(func=cmd_max_batch)
     p = sub.add_parser("retune-lr", help="retune the learning rate after a batch-size change (Optuna)")
     _spec_args(p)

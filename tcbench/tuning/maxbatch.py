@@ -10,6 +10,8 @@ only needs a ``probe(batch) -> (fits, info)`` callable and is tested against a f
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,7 +24,8 @@ from .._spec import BACKENDS, JobSpec
 from .._store import Store
 
 Probe = Callable[[int], "tuple[bool, dict]"]
-PROBE_COLUMNS = ["backend", "batch_size", "status", "fits", "peak_mem_mb", "samples_s", "wall_s", "run_id", "reason"]
+PROBE_COLUMNS = ["backend", "batch_size", "status", "fits", "peak_mem_mb", "samples_s", "wall_s", "run_id", "reason",
+                 "reused"]
 
 
 def search_max_batch(probe: Probe, start: int = 1, max_batch: int = 4096, stop: threading.Event | None = None,
@@ -92,9 +95,12 @@ class MaxBatchResult:
     notes: dict[str, str] = field(default_factory=dict)
     probe_rows: list[dict] = field(default_factory=list)
     comparison_id: int | None = None
+    study_name: str | None = None   # with a storage: the Optuna study holding every probe
+    storage: str | None = None      # how that storage is shown (password masked)
 
     def probes(self) -> pd.DataFrame:
-        """Every probe: backend, batch_size, status, fits, peak_mem_mb, samples_s, wall_s, run_id, reason."""
+        """Every probe: backend, batch_size, status, fits, peak_mem_mb, samples_s, wall_s, run_id, reason, and
+        reused (answered by the study's earlier probe, no job run)."""
         return pd.DataFrame(self.probe_rows, columns=PROBE_COLUMNS)
 
     def _at_max(self, backend: str) -> dict:
@@ -136,7 +142,61 @@ def _probe_row(backend: str, batch: int, res: Any) -> dict:
     reason = "" if fits else f"{res.status}: {res.error}".strip()[:500]
     return dict(backend=backend, batch_size=batch, status=res.status, fits=fits,
                 peak_mem_mb=None if res.peak_mem_bytes is None else res.peak_mem_bytes / 2**20,
-                samples_s=res.samples_s, wall_s=res.wall_s, run_id=res.run_id, reason=reason)
+                samples_s=res.samples_s, wall_s=res.wall_s, run_id=res.run_id, reason=reason, reused=False)
+
+
+class _ProbeStudy:
+    """The probes of a search kept as trials of an Optuna study: params backend and batch_size, value the batch
+    when it fits (0 when not: the study's best is the largest fitting batch), the probe's row in user
+    attributes. Only answers are kept (fits, or out of memory / over the budget): a probe that crashed or was
+    stopped is run again. A probe the study holds is answered from it; the settings that decide the answer (the spec
+    without its batch and backend, the budget, probe steps) are the study's, and another search is refused."""
+
+    def __init__(self, storage: Any, shown: str, name: str, settings: dict) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.study = optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True)
+        self.name, self.shown = name, shown
+        have = self.study.user_attrs.get("settings")
+        if have is None:
+            self.study.set_user_attr("settings", settings)
+        elif have != settings:
+            differ = {k: (have.get(k), settings.get(k)) for k in sorted(set(have) | set(settings))
+                      if have.get(k) != settings.get(k)}
+            raise ValueError(f"study {name!r} holds a max-batch search with other settings {differ} (stored, "
+                             "given); use another study_name or the same settings to resume it")
+
+    def known(self, backend: str, batch: int) -> dict | None:
+        from optuna.trial import TrialState
+
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if t.params.get("backend") == backend and t.params.get("batch_size") == batch and "row" in t.user_attrs:
+                return {**t.user_attrs["row"], "reused": True}
+        return None
+
+    def add(self, row: dict) -> None:
+        import socket
+
+        import optuna
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        self.study.add_trial(optuna.trial.create_trial(
+            params={"backend": row["backend"], "batch_size": row["batch_size"]},
+            distributions={"backend": CategoricalDistribution(list(BACKENDS)), "batch_size": IntDistribution(1, 1 << 24)},
+            value=row["batch_size"] if row["fits"] else 0,
+            user_attrs={"row": {k: v for k, v in row.items() if k != "reused"}, "host": socket.gethostname()}))
+
+
+def _study_settings(spec: JobSpec, profile: str, budget: float | None, probe_steps: int) -> dict:
+    fields = {k: v for k, v in spec.to_dict().items() if k not in ("backend", "batch_size", "stall_s", "timeout_s")}
+    return {"spec": json.loads(json.dumps(fields, default=str)), "profile": profile, "budget_gb": budget,
+            "probe_steps": probe_steps}
+
+
+def _study_name(spec: JobSpec, profile: str, budget: float | None, settings: dict) -> str:
+    key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    return f"maxbatch-{spec.model}-{spec.size}-s{spec.seq_len}-{profile}-{budget:g}GiB-{key}"
 
 
 def _check_args(backends: Sequence[str], probe_steps: int, budget: float | None) -> list[str]:
@@ -156,13 +216,20 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
                    start: int | None = None, max_batch: int = 4096, probe_steps: int = 4,
                    observer: Callable[[dict], None] | None = None, stop: threading.Event | None = None,
                    store: Store | None = None, memory_budget_gb: float | None = None,
-                   multiple_of: int = 1) -> MaxBatchResult:
+                   multiple_of: int = 1, storage: Any = None, study_name: str | None = None) -> MaxBatchResult:
     """The largest batch that fits under ``profile``'s memory budget, per backend.
 
     ``memory_budget_gb`` overrides the profile's budget (for teaching and tests on a big host).
     ``start`` defaults to ``spec.batch_size``; ``multiple_of`` limits probes to multiples of it
     (the answer is then exact to that step). Observers get the runner's events plus
     ``{"type": "probe", ...}`` after each probe. The session is stored as kind ``max_batch``.
+
+    ``storage``: None (the probes are kept in tcbench's store only), ``"store"`` (tcbench's database) or any
+    Optuna RDB URL (``postgresql://…``, ``sqlite:///…``): every probe is then also a trial of the study
+    ``study_name`` (default: named from the model, sequence length, profile, budget and a key of the settings),
+    and a probe that study already holds is answered from it without a job (``reused`` in ``probes()``) — a
+    stopped search resumes where it stopped, and a teammate's search on the same settings answers at once.
+    ``optuna-dashboard URL`` shows it (best value: the largest batch that fitted).
     """
     from .._profiles import profile as get_profile
     from .._runner import backend_status, run
@@ -174,9 +241,19 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     start = spec.batch_size if start is None else start
     search_max_batch(lambda b: (True, {}), start, max_batch, threading.Event(), multiple_of)  # validates only
     store = store or Store()
+    from .storage import open_storage
+
+    backend_storage, shown = open_storage(storage, store.url())   # a bad URL is a named error before any probe
+    study = None
+    if backend_storage is not None:
+        settings = _study_settings(spec, prof.name, budget, probe_steps)
+        study = _ProbeStudy(backend_storage, shown, study_name or _study_name(spec, prof.name, budget, settings), settings)
     notify = observer or (lambda event: None)
-    out = MaxBatchResult(spec=spec, profile=prof.name, budget_gb=budget, backends=names)
-    out.comparison_id = store.insert_comparison("max_batch", spec, names, 1, {"profile": prof.name, "budget_gb": budget})
+    out = MaxBatchResult(spec=spec, profile=prof.name, budget_gb=budget, backends=names,
+                         study_name=study and study.name, storage=shown)
+    out.comparison_id = store.insert_comparison("max_batch", spec, names, 1, {"profile": prof.name, "budget_gb": budget,
+                                                                              "study_name": out.study_name,
+                                                                              "storage": shown})
     for backend in names:
         t0 = time.monotonic()
         ok, why = backend_status(backend)
@@ -186,9 +263,13 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
             continue
 
         def probe(batch: int, backend: str = backend) -> tuple[bool, dict]:
-            res = run(_probe_spec(spec, backend, batch, probe_steps, budget), observer, stop, store,
-                      out.comparison_id, len(out.probe_rows), f"{backend}@{batch}")
-            row = _probe_row(backend, batch, res)
+            row = study.known(backend, batch) if study is not None else None
+            if row is None:
+                res = run(_probe_spec(spec, backend, batch, probe_steps, budget), observer, stop, store,
+                          out.comparison_id, len(out.probe_rows), f"{backend}@{batch}")
+                row = _probe_row(backend, batch, res)
+                if study is not None and row["status"] in ("ok", "oom"):   # a crash or a stop is tried again
+                    study.add(row)
             out.probe_rows.append(row)
             notify({"type": "probe", **row})
             return row["fits"], row
@@ -202,5 +283,6 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
             out.notes[backend] = f"every probe fitted up to max_batch={max_batch}: the true limit is higher"
     status = "interrupted" if stop is not None and stop.is_set() else "done"
     store.finish_comparison(out.comparison_id, status, {"profile": prof.name, "budget_gb": budget,
+                                                        "study_name": out.study_name, "storage": shown,
                                                         "table": out.table().to_dict(orient="records")})
     return out
