@@ -169,6 +169,24 @@ def test_stop_ends_the_measurement_and_keeps_what_was_measured(monkeypatch):
     assert not thread.is_alive() and tab.scaling is not None and "Stopped" in tab.status.value
 
 
+def test_one_measurement_at_a_time_the_other_tabs_wait_and_say_why(monkeypatch):
+    """A scaling measurement holds the panel: the Run tab's and the Tuning tab's start buttons are off, pressing
+    them starts nothing and names what runs, the Run tab's fields are locked; Stop gives everything back."""
+    monkeypatch.setattr(tc, "scaling", _fake_scaling([], hold=threading.Event()))
+    monkeypatch.setattr(tc, "compare", lambda *a, **k: pytest.fail("a paired run started beside the measurement"))
+    bench = Workbench(**TINY)
+    thread = bench.parallel.measure()
+    assert bench.controls.owner == "scaling measurement"
+    assert bench.run_button.disabled and bench.noise_button.disabled and bench.controls.batch_size.disabled
+    assert bench.tuning.find_button.disabled and bench.tuning.retune_button.disabled
+    assert bench.run() is None and "scaling measurement is running" in bench.status.value
+    assert bench.tuning.find() is None and "scaling measurement is running" in bench.tuning.message.value
+    bench.parallel.stop()
+    thread.join(30)
+    assert bench.controls.owner is None and not bench.run_button.disabled and not bench.controls.batch_size.disabled
+    assert not bench.tuning.find_button.disabled and not bench.parallel.measure_button.disabled
+
+
 def test_an_invalid_run_tab_is_reported_not_run(monkeypatch):
     calls: list = []
     monkeypatch.setattr(tc, "scaling", _fake_scaling(calls))

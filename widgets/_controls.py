@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import shlex
+import threading
 from typing import Any, Callable
 
 import ipywidgets as w
@@ -103,6 +104,9 @@ class Controls:
     def __init__(self, defaults: tc.JobSpec | None = None, on_change: Callable[[], None] | None = None):
         d = defaults or tc.JobSpec(**DEFAULT_SPEC)
         self._on_change = on_change
+        self.owner: str | None = None    # what holds the panel (a paired run, a scaling measurement, a retune…)
+        self._owner_lock = threading.Lock()
+        self._owner_listeners: list[Callable[[], None]] = []
         self.size = w.Dropdown(options=list(tc.SIZES), value=d.size)
         self.model = w.Dropdown(options=model_options(d.size), value=d.model)
         self.profile = w.Dropdown(options=profile_options(), value=d.profile)
@@ -299,6 +303,35 @@ class Controls:
         self._sync_more()
         if self._on_change is not None:
             self._on_change()
+
+    # -- one measurement at a time: the tabs share these controls and the machine's cores -------------------
+    def claim(self, what: str) -> str:
+        """Take the panel for ``what`` (the controls locked, every tab's start buttons off): "" when taken,
+        else the name of what holds it (two measurements at once would disturb each other's timings)."""
+        with self._owner_lock:
+            if self.owner is not None:
+                return self.owner
+            self.owner = what
+        self.set_disabled(True)
+        self._tell_owners()
+        return ""
+
+    def release(self) -> None:
+        with self._owner_lock:
+            self.owner = None
+        self.set_disabled(False)
+        self._tell_owners()
+
+    def on_owner(self, callback: Callable[[], None]) -> None:
+        """``callback()`` whenever the panel is claimed or released (a tab syncs its buttons)."""
+        self._owner_listeners.append(callback)
+
+    def _tell_owners(self) -> None:
+        for callback in list(self._owner_listeners):
+            callback()
+
+    def busy_text(self) -> str:
+        return f"The {self.owner} is running: wait for it or press its Stop." if self.owner else ""
 
     def set_disabled(self, disabled: bool) -> None:
         for name in self.FIELDS + ("rounds",):

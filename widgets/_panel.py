@@ -59,6 +59,7 @@ class Workbench:
             self.controls.set(**preset)
         self._make_widgets()
         self.controls._on_change = self._controls_changed
+        self.controls.on_owner(self._sync_buttons)
         self.history = History(on_load=self.show)
         self.box = self._layout()
         self._sync_buttons()
@@ -132,7 +133,8 @@ class Workbench:
     def _sync_buttons(self) -> None:
         running = self.running
         valid = self.controls.spec is not None
-        self.run_button.disabled = self.noise_button.disabled = running or not valid
+        elsewhere = self.controls.owner is not None and not running   # another tab's measurement
+        self.run_button.disabled = self.noise_button.disabled = running or elsewhere or not valid
         self.stop_button.disabled = not running
         self.export_button.disabled = running or self.comparison is None
         if not running and not valid:
@@ -166,7 +168,7 @@ class Workbench:
     # -- actions ---------------------------------------------------------------------------------
     def run(self) -> threading.Thread | None:
         """Start the paired comparison in a background thread (what the Run paired button does)."""
-        if self.running or not self.controls.validate():
+        if self.running or self._elsewhere() or not self.controls.validate():
             self._sync_buttons()
             return None
         spec, backends, rounds = self.controls.spec, self.controls.selected_backends(), self.controls.rounds.value
@@ -185,7 +187,7 @@ class Workbench:
     def measure_noise_floor(self) -> threading.Thread | None:
         """Run the shown job (else the controls' job) against itself (A/A) for the controls' rounds, in the
         background with the same Stop button and progress rows as Run paired; then show the noise floor."""
-        if self.running or not self.controls.validate():
+        if self.running or self._elsewhere() or not self.controls.validate():
             self._sync_buttons()
             return None
         spec, rounds = self._noise_spec(), self.controls.rounds.value
@@ -196,6 +198,13 @@ class Workbench:
                                                                             observer=self._observe, stop=stop),
                            self._show_noise_floor, "noise-floor run")
 
+    def _elsewhere(self) -> bool:
+        """Another tab holds the panel: said in the status line."""
+        if self.controls.owner is None:
+            return False
+        self.status.value = f"<span style='color:#b00020'>{html.escape(self.controls.busy_text())}</span>"
+        return True
+
     def _start(self, text: str, rounds: int, feed_figures: bool, job: Callable[[threading.Event], Any],
                done: Callable[[Any], None], what: str) -> threading.Thread:
         """Run ``job(stop_event)`` on a background thread with the controls locked; ``done(result)`` draws it."""
@@ -204,9 +213,9 @@ class Workbench:
         self._log, self._jobs, self._compiler, self.log.value = [], {}, {}, ""
         self._rounds, self._feed_figures = rounds, feed_figures
         self._stop = threading.Event()
-        self.controls.set_disabled(True)
+        self._busy = True   # before the claim: this panel's own buttons show Stop, not "elsewhere"
+        self.controls.claim(what)
         self.status.value = html.escape(text)
-        self._busy = True
         self._thread = threading.Thread(target=self._work, args=(job, done, what), daemon=True,
                                         name=f"tcbench-{what.replace(' ', '-')}")
         self._sync_buttons()
@@ -239,9 +248,8 @@ class Workbench:
         except Exception as exc:  # noqa: BLE001
             error = error or f"could not draw the result: {type(exc).__name__}: {exc}"
         finally:
-            self.controls.set_disabled(False)
             self._busy = False
-            self._sync_buttons()
+            self.controls.release()   # syncs every tab's buttons, this one's too
         took = time.monotonic() - started
         if error:
             self.status.value = f"<span style='color:#b00020'>The {what} failed: {html.escape(error)}</span>"

@@ -110,6 +110,7 @@ class ParallelTab:
         self._make_measured()
         self._make_projection()
         self._make_lr()
+        controls.on_owner(lambda: self._sync_buttons())
         # where the running work's job events go: its section's progress rows and status line
         self._progress, self._out = self.progress, self.status
         self.box = w.VBox([self.measured_box, self.projection_box, self.lr_box])
@@ -208,7 +209,8 @@ class ParallelTab:
         return self._busy
 
     def _sync_buttons(self) -> None:
-        self.measure_button.disabled = self.lr_button.disabled = self._busy
+        """Start buttons off while this tab measures or another tab holds the panel."""
+        self.measure_button.disabled = self.lr_button.disabled = self._busy or self.controls.owner is not None
         self.stop_button.disabled = self.lr_stop_button.disabled = not self._busy
 
     def _start(self, what: str, out: w.HTML, progress: JobProgress,
@@ -221,6 +223,9 @@ class ParallelTab:
             return None
         if self._busy:
             out.value = _error("Another measurement of this tab is running: wait for it or press Stop.")
+            return None
+        if self.controls.claim(what):
+            out.value = _error(self.controls.busy_text())
             return None
         self._stop = threading.Event()
         self._busy = True
@@ -235,7 +240,7 @@ class ParallelTab:
                 out.value = _failure(what, exc)
             finally:
                 self._busy = False
-                self._sync_buttons()
+                self.controls.release()   # syncs every tab's buttons
 
         self._thread = threading.Thread(target=work, name=f"tcbench-{what.replace(' ', '-')}", daemon=True)
         self._thread.start()

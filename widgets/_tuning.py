@@ -50,6 +50,8 @@ class TuningTab:
         self.retune: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._running = False
+        controls.on_owner(lambda: self._sync_buttons())
         self.budget = w.FloatText(value=0.0, description="Budget GiB", style={"description_width": "initial"},
                                   layout=w.Layout(width="200px"))
         self.include_compiled = w.Checkbox(value=True, description="also probe the Run tab's compiled backends",
@@ -99,6 +101,10 @@ class TuningTab:
             return None
         if self._thread is not None and self._thread.is_alive():
             return None
+        holder = self.controls.claim("tuning search")
+        if holder:
+            self.message.value = f"<p style='color:#b00020'>{html.escape(self.controls.busy_text())}</p>"
+            return None
         self._stop.clear()
         self._busy(True)
 
@@ -109,14 +115,21 @@ class TuningTab:
                 self.message.value = f"<p style='color:#b00020'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</p>"
             finally:
                 self._busy(False)
+                self.controls.release()
 
         self._thread = threading.Thread(target=work, name="tcbench-tuning", daemon=True)
         self._thread.start()
         return self._thread
 
     def _busy(self, busy: bool) -> None:
+        self._running = busy
+        self._sync_buttons()
+
+    def _sync_buttons(self) -> None:
+        """Start buttons off while this tab works or another tab holds the panel."""
+        busy = self._running or self.controls.owner is not None
         self.find_button.disabled = self.retune_button.disabled = self.predict_button.disabled = busy
-        self.stop_button.disabled = not busy
+        self.stop_button.disabled = not self._running
         self.use_button.disabled = busy or self.retune is None or self.retune.best_lr is None
 
     def find(self) -> threading.Thread | None:
