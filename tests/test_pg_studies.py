@@ -156,6 +156,32 @@ def test_three_workers_share_one_study_without_losing_or_repeating_a_trial(pg_ur
 
 
 @postgres
+def test_workers_forked_after_torch_used_its_threads_do_not_hang(pg_url, jobs, store):
+    """The Gaussian-process sampler runs torch in the caller (a first retune, a notebook's own work) and then in
+    every forked worker: torch's thread pool does not survive a fork, and a worker that waits for it hangs. The
+    workers are killed after 4 minutes so that a regression fails here instead of hanging the suite."""
+    import multiprocessing
+    import threading
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.randn(256, 256) @ torch.randn(256, 256)   # the pool exists now, in this (the parent) process
+        guard = threading.Timer(240, lambda: [p.kill() for p in multiprocessing.active_children()])
+        guard.start()
+        try:
+            res = retune_lr(SPEC, 32, n_trials=6, storage=pg_url, study_name="gp-after-torch", store=store,
+                            n_workers=2, **{**KW, "sampler": "gp"})
+        finally:
+            guard.cancel()
+    finally:
+        torch.set_num_threads(threads)
+    assert res.sampler == "gp" and len(res.trials) == 6 and res.best_lr is not None
+
+
+@postgres
 def test_a_sigkilled_workers_trial_is_failed_retried_and_the_study_completes(pg_url, tmp_path, store, monkeypatch):
     import tcbench._runner as runner
 

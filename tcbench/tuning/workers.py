@@ -15,7 +15,9 @@ SQLite are refused: SQLite has no row locks, and Optuna can hand one waiting tri
 (optuna#4002), so a rule trial could run twice. An in-memory study is not shared at all.
 
 The ``n_workers`` local workers are forked from the calling process (they inherit its job runner, observer and
-store); the caller waits for them and sets their common stop event when its own ``stop`` is set.
+store); the caller waits for them and sets their common stop event when its own ``stop`` is set. A worker runs
+torch (Optuna's GPSampler) on one thread: a thread pool the caller used before the fork does not exist in the
+child, and waiting for it would hang the worker (as PyTorch's DataLoader workers do, for the same reason).
 """
 
 from __future__ import annotations
@@ -153,10 +155,14 @@ def run_workers(study: Any, ctx: dict, n_trials: int, n_workers: int, storage: A
 def _worker(i: int, storage: str, ctx: dict, study_name: str, sampler: Any, pruner: Any,
             make_objective: Callable[[dict], Callable], n_trials: int, stop: Any, errors: Any) -> None:
     """One forked worker: its own connections, the shared stop event, the study's loop."""
+    import sys
+
     import optuna
 
     from .retune import _optimize
 
+    if "torch" in sys.modules:   # the caller ran torch's thread pool (Optuna's GPSampler, a notebook's own work):
+        sys.modules["torch"].set_num_threads(1)   # it does not survive a fork; a pool used here would hang forever
     try:
         backend, _ = open_storage(storage, ctx["store"].url())
         if i:   # worker 0 keeps the seed; the others draw their own learning rates
