@@ -215,7 +215,9 @@ def test_a_search_kept_in_a_study_resumes_without_running_a_probe_again(store, t
     assert study.best_value == 40 and len(study.trials) == len(ran)
     assert {t.params["batch_size"] for t in study.trials} == set(ran)
     ran.clear()
-    again = find_max_batch(spec, backends=["eager"], max_batch=128, storage=url, store=store, memory_budget_gb=1.0)
+    # a probe sets its own steps: a spec that differs only there (or in its stall limit) asks the same study
+    again = find_max_batch(spec.replace(steps=40, stall_s=60.0), backends=["eager"], max_batch=128, storage=url,
+                           store=store, memory_budget_gb=1.0)
     assert again.max_batch["eager"] == 40 and ran == [] and again.probes().reused.all()
     assert again.probes().drop(columns="reused").equals(first.probes().drop(columns="reused"))
     with pytest.raises(ValueError, match="other settings"):

@@ -152,12 +152,12 @@ class _ProbeStudy:
     stopped is run again. A probe the study holds is answered from it; the settings that decide the answer (the spec
     without its batch and backend, the budget, probe steps) are the study's, and another search is refused."""
 
-    def __init__(self, storage: Any, shown: str, name: str, settings: dict) -> None:
+    def __init__(self, storage: Any, name: str, settings: dict) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.study = optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True)
-        self.name, self.shown = name, shown
+        self.name = name
         have = self.study.user_attrs.get("settings")
         if have is None:
             self.study.set_user_attr("settings", settings)
@@ -188,8 +188,13 @@ class _ProbeStudy:
             user_attrs={"row": {k: v for k, v in row.items() if k != "reused"}, "host": socket.gethostname()}))
 
 
+# what a probe's answer does not depend on: set per probe (_probe_spec), or how long the runner waits
+_NOT_SETTINGS = ("backend", "batch_size", "steps", "warmup_steps", "loss_every", "memory_budget_gb", "eval_batches",
+                 "stall_s", "timeout_s", "debug")
+
+
 def _study_settings(spec: JobSpec, profile: str, budget: float | None, probe_steps: int) -> dict:
-    fields = {k: v for k, v in spec.to_dict().items() if k not in ("backend", "batch_size", "stall_s", "timeout_s")}
+    fields = {k: v for k, v in spec.to_dict().items() if k not in _NOT_SETTINGS}
     return {"spec": json.loads(json.dumps(fields, default=str)), "profile": profile, "budget_gb": budget,
             "probe_steps": probe_steps}
 
@@ -247,7 +252,7 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     study = None
     if backend_storage is not None:
         settings = _study_settings(spec, prof.name, budget, probe_steps)
-        study = _ProbeStudy(backend_storage, shown, study_name or _study_name(spec, prof.name, budget, settings), settings)
+        study = _ProbeStudy(backend_storage, study_name or _study_name(spec, prof.name, budget, settings), settings)
     notify = observer or (lambda event: None)
     out = MaxBatchResult(spec=spec, profile=prof.name, budget_gb=budget, backends=names,
                          study_name=study and study.name, storage=shown)
