@@ -561,7 +561,8 @@ def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) ->
     sched = result.extra.get("sched") or {}
     threads = result.env.get("threads") or _threads(spec)
     wait = sched.get("wait_s")
-    wait_share = None if wait is None or not sched.get("wall_s") else wait / (sched["wall_s"] * threads)
+    waiting = 1 if sched.get("wait_main_only") else threads   # a rank's main thread alone, or every thread
+    wait_share = None if wait is None or not sched.get("wall_s") else wait / (sched["wall_s"] * waiting)
     if result.device.startswith("cuda"):   # on a GPU the reference is the profile's datasheet peak
         probe = _datasheet_peak(spec)
     result.extra["probe"] = {k: v for k, v in probe.items() if k != "cached"}

@@ -98,6 +98,24 @@ def test_xla_data_parallel_runs_under_torchrun_on_tpu_and_cuda_devices(monkeypat
     assert [dist_backend(d) for d in ("xla", "cuda", "cpu")] == ["xla", "nccl", "gloo"]
 
 
+def test_a_ranks_wait_for_a_cpu_is_its_main_threads_share():
+    """A rank reports its main thread's run-queue wait (its communication threads' wait is the job's own): the share
+    is that wait over the wall time, not over wall × threads; a single process's is over all its threads."""
+    from tcbench._results import JobResult, StepRecord
+    from tcbench._runner import _set_figures
+    from tcbench._worker import _sched_wait_s
+
+    assert 0 <= _sched_wait_s(main_only=True) <= _sched_wait_s()
+    recs = [StepRecord(step=i, step_s=0.1, samples_s=80.0, tokens_s=2560.0, mem_bytes=0, cpu_s=0.1, warmup=i < 2)
+            for i in range(12)]
+    one = JobSpec(**{**DDP, "nproc": 1, "threads": 2})
+    for main_only, spec, share in ((True, JobSpec(**{**DDP, "threads": 2}), 0.06), (False, one, 0.03)):
+        res = JobResult(spec=spec, status="ok", records=list(recs), env={"threads": 2},
+                        extra={"sched": {"wall_s": 1.0, "wait_s": 0.06, "wait_main_only": main_only}})
+        _set_figures(res, spec, {})
+        assert res.figures.wait_share == pytest.approx(share)
+
+
 def test_the_cli_takes_nproc():
     import argparse
 
