@@ -56,6 +56,9 @@ def test_nnodes_needs_a_rendezvous_endpoint_and_a_node_rank_in_range():
     from tcbench.tuning.noise import one_process
 
     assert one_process(spec).world_size == 1 and one_process(spec).batch_size == 8
+    from tcbench.tuning.prediction import target_batch
+
+    assert target_batch(spec, nproc=4) == 4 * 4 * 2   # 4 processes of batch 4 on each of the 2 machines
 
 
 def test_more_processes_than_cores_is_refused_before_anything_starts():

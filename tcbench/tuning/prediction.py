@@ -134,8 +134,8 @@ def predict(noise: NoiseScale, old_lr: float, old_batch: int, new_batch: int, op
 
 
 def target_batch(spec: Any, new_batch_size: int | None = None, nproc: int | None = None) -> int:
-    """The new global batch: ``new_batch_size``, or ``spec.batch_size × nproc`` (the same batch per process on
-    ``nproc`` data-parallel processes). Exactly one of the two is given."""
+    """The new global batch: ``new_batch_size``, or ``spec.batch_size × nproc × spec.nnodes`` (the same batch per
+    process on ``nproc`` data-parallel processes per machine). Exactly one of the two is given."""
     from .._spec import SpecError, check_number
 
     if (new_batch_size is None) == (nproc is None):
@@ -143,7 +143,7 @@ def target_batch(spec: Any, new_batch_size: int | None = None, nproc: int | None
                         f"give new_batch_size (the new global batch) or nproc (processes of batch {spec.batch_size} "
                         f"each), exactly one; got new_batch_size={new_batch_size!r}, nproc={nproc!r}")
     if nproc is not None:
-        return spec.batch_size * check_number("nproc", nproc, 1, 64, whole=True)
+        return spec.batch_size * check_number("nproc", nproc, 1, 64, whole=True) * spec.nnodes
     return check_number("new_batch_size", new_batch_size, 1, whole=True)
 
 
