@@ -210,3 +210,14 @@ def test_failed_job_shows_its_status_error_and_dashes():
     assert "tcb-kind-inconclusive" in tc.report.findings_html(c.summary()).split("</style>")[1]
     out = tc.report.comparison_html(c)
     assert 'class="warn">xla round 0' in out
+
+
+def test_an_aa_run_that_drifted_is_inconclusive_never_faster_or_slower():
+    """The same job 10 % slower against itself in every round (the machine drifted): the interval excludes 1, but
+    an A/A pair cannot be faster or slower than itself — the verdict says the machine drifted."""
+    drifted = _comparison({"eager": 0.10, "eager (A/A)": 0.11})
+    row = drifted.summary().set_index("backend").loc["eager (A/A)"]
+    assert row.speedup_ci_high < 1 and row.verdict_kind == "inconclusive"
+    assert "against itself" in row.verdict and "drifted" in row.verdict
+    same = _comparison({"eager": 0.10, "inductor": 0.11})   # two backends: the same figures are a real "slower"
+    assert same.summary().set_index("backend").loc["inductor"].verdict_kind == "slower"
