@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ._metrics import (WHAT_TO_DO, break_even_range, break_even_steps, loss_parity, ratio_interval, steady,
-                       value_interval, verdict, warnings_for)
+from ._metrics import (WHAT_TO_DO, break_even_range, break_even_steps, fmt_ratio, loss_parity, ratio_interval,
+                       steady, value_interval, verdict, warnings_for)
 from ._results import JobResult
 from ._preflight import check as preflight
 from ._runner import Observer, run
@@ -103,8 +103,9 @@ class Comparison:
         noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
         kind, text = verdict(sp, lo, hi, noisy, problems, self.rounds)
         if label.endswith(AA) and kind in ("faster", "slower"):   # the same job cannot be faster than itself:
-            kind, text = "inconclusive", (f"inconclusive: the job came out {text.split(': ', 1)[1]} against itself "
-                                          f"— this machine drifted between rounds beyond the interval; {WHAT_TO_DO}")
+            kind, text = "inconclusive", (f"inconclusive: the job came out {kind} against itself, {fmt_ratio(sp)} "
+                                          f"(95 % interval {fmt_ratio(lo)}–{fmt_ratio(hi)}) — this machine drifted "
+                                          f"between rounds beyond the interval; {WHAT_TO_DO}")
         nat_med = _median([a.median_step_s for a, _ in complete])
         # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
         compile_s = _median([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete
