@@ -212,13 +212,33 @@ def test_halving_prunes_at_its_first_rung_and_never_past_half_the_steps(fake, st
     res = retune_lr(SPEC, 32, n_trials=8, seed=1, noise=False, budget="equal_steps", sampler="random",
                     pruner="halving", store=store)
     steps = SPEC.steps   # equal_steps: every trial trains SPEC.steps
-    assert prune_until("halving", steps) == steps // 2 and prune_until("median", steps) == steps
+    assert prune_until("halving", steps) == min_resource(steps) and prune_until("median", steps) == steps
     pruned = res.trials[res.trials.state == "PRUNED"]
     assert len(pruned) >= 1, res.trials
     # the fake honours the stop at once: a pruned trial ran exactly to the first rung (reported there, not at
     # the next multiple of report_every), never beyond half its steps
     assert (pruned.steps_run == min_resource(steps)).all(), res.trials
     assert (res.trials[res.trials.state == "COMPLETE"].steps_run == steps).all(), res.trials
+
+
+def test_halving_lets_a_third_of_the_trials_train_past_its_rung(fake, store):
+    """Each trial better than the last at the rung: Optuna's own successive halving, run one trial at a time, lets
+    every one of them run to the end; tcbench's lets max(2, ⌈n_trials / 3⌉) go on and says why the rest stopped."""
+    from tcbench.tuning.retune import full_trials, min_resource
+
+    # 5e-4 at batch 8 → 32: linear 2e-3, then sqrt 1e-3 and the original 5e-4 (worse at the rung), then two of your
+    # own guesses closer and closer to the fake's best (3e-3): each the best so far when it reaches the rung
+    res = retune_lr(SPEC.replace(lr=5e-4), 32, n_trials=5, seed=0, noise=False, budget="equal_steps",
+                    extra_lrs=(2.5e-3, 3e-3), pruner="halving", store=store)
+    t = res.trials.set_index("rule")
+    assert full_trials(5) == 2 and full_trials(12) == 4 and full_trials(1) == 2
+    assert list(t.index) == ["linear", "sqrt", "original", "extra0", "extra1"], res.trials
+    assert list(t.state) == ["COMPLETE", "PRUNED", "PRUNED", "COMPLETE", "PRUNED"], res.trials
+    rung = min_resource(SPEC.steps)
+    assert (t.loc[["sqrt", "original", "extra1"], "steps_run"] == rung).all(), res.trials
+    assert "not among the best third" in t.loc["sqrt", "reason"], t.loc["sqrt", "reason"]
+    assert "the 2 of the 5 trials that may train past it had gone on already" in t.loc["extra1", "reason"], res.trials
+    assert res.best_lr == pytest.approx(2.5e-3)
 
 
 def test_pruned_after_the_job_finished_is_pruned_and_says_so(monkeypatch, store):

@@ -151,7 +151,8 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--sampler", default="auto", choices=["auto", "gp", "tpe", "random"],
                    help="auto: Optuna's GPSampler up to 20 trials, else TPE")
     p.add_argument("--pruner", default="halving", choices=["halving", "median", "none"],
-                   help="halving: successive halving from a third of each trial's steps")
+                   help="halving: successive halving at a third of each trial's steps; "
+                        "at most max(2, ceil(trials/3)) trials train past it")
     p.add_argument("--budget", default="equal_samples", choices=["equal_samples", "equal_steps"],
                    help="equal_samples: each trial trains steps x old/new batch steps (as many samples as the baseline)")
     p.add_argument("--no-prediction", action="store_true", help="skip the noise-scale prediction (and its job)")

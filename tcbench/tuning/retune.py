@@ -20,10 +20,15 @@ compared with each guess on the same batches: it beats a guess only beyond noise
 
 **Pruning**: every ``report_every`` steps the mean training loss of that window is reported
 (``trial.report``); when the pruner says so, the job's stop event is set (the job ends
-``interrupted``) and the trial is pruned. The default is successive halving from a third of the steps on
-(``min_resource``): judged earlier, small learning rates win by falling fastest at first (Wu et al. 2018). Its
-pruning stops at half the steps (``prune_until``): a later stop saves less than half a trial, and the noisy training
-loss would overrule the held-out loss that decides a few steps later. A trial whose loss became NaN/inf (``diverged``) or that
+``interrupted``) and the trial is pruned. The default (``"halving"``, :class:`BudgetedHalving`) is successive
+halving with its budget fixed in advance: one decision, at a third of the steps (``min_resource``; judged earlier,
+small learning rates win by falling fastest at first, Wu et al. 2018): a trial goes on only when its training loss
+there is among the best third of the trials that reached that step (the best so far while fewer than six have:
+Optuna's rule) and fewer than ``full_trials(n_trials)`` = max(2, ⌈n_trials / 3⌉) trials went on before it. Run one
+trial at a time, Optuna's own pruner lets every trial that is best so far at the rung run to the end: the short
+horizon's leaders (large rates that fall fast, then stall) each took a full trial. No trial is pruned after that
+step (``prune_until``): a later stop saves less, and the noisy training loss would overrule the held-out loss that
+decides a few steps later. A trial whose loss became NaN/inf (``diverged``) or that
 failed is marked FAIL with its reason in ``user_attrs``; the study goes on.
 
 **Storage**: ``None`` keeps the study in memory; ``"store"`` puts it in tcbench's own SQLite file;
@@ -248,9 +253,53 @@ def min_resource(steps: int) -> int:
 
 
 def prune_until(pruner: Any, steps: int) -> int:
-    """The last step at which a trial may be pruned: half of ``steps`` for successive halving (its next rung, three
-    times the first, would fall at the end), all of them for any other pruner."""
-    return max(min_resource(steps), steps // 2) if pruner == "halving" else steps
+    """The last step at which a trial may be pruned: successive halving's one rung (its next, three times the
+    first, would fall at the end), all of the steps for any other pruner."""
+    return min_resource(steps) if pruner == "halving" else steps
+
+
+def full_trials(n_trials: int) -> int:
+    """How many of ``n_trials`` may train past successive halving's rung: a third (reduction factor 3), at least
+    two (the first trial — the prediction — and one challenger)."""
+    return max(2, -(-n_trials // 3))
+
+
+PROMOTED_ATTR = "tcbench:promoted"      # a trial that went on past the rung (system attr, counted by every worker)
+PRUNE_REASON_ATTR = "tcbench:prune_reason"
+
+
+class BudgetedHalving:
+    """Successive halving with its budget fixed in advance (see the module docstring, "Pruning"); an Optuna pruner.
+
+    ``rung``: the step of the one decision; ``n_trials``: the study's size, of which ``full_trials(n_trials)`` may go
+    on past the rung. A trial that goes on is marked in the study (``PROMOTED_ATTR``), so workers sharing a study
+    count the same promotions; a trial the user stopped or whose process died does not use one up. Workers reaching
+    the rung at the same moment may each take the last place (at most one extra full trial per worker)."""
+
+    eta = 3   # the reduction factor: the best third goes on
+
+    def __init__(self, rung: int, n_trials: int) -> None:
+        self.rung, self.n_trials, self.cap = rung, n_trials, full_trials(n_trials)
+
+    def prune(self, study: Any, trial: Any) -> bool:
+        if trial.last_step != self.rung:
+            return False   # one decision, at the rung
+        value = trial.intermediate_values[self.rung]
+        others = [t for t in study.get_trials(deepcopy=False) if t.number != trial.number
+                  and (t.state.name == "RUNNING" or _counts(t))]
+        values = sorted([t.intermediate_values[self.rung] for t in others if self.rung in t.intermediate_values]
+                        + [value])
+        bar = values[max(len(values) // self.eta - 1, 0)]
+        went_on = sum(1 for t in others if t.system_attrs.get(PROMOTED_ATTR) or t.state.name == "COMPLETE")
+        why = None
+        if value > bar:
+            why = (f"its training loss there ({value:.4g}) was not among the best third of the {len(values)} trials "
+                   f"that reached it (the best so far while fewer than six have: {bar:.4g})")
+        elif went_on >= self.cap:
+            why = (f"its training loss there ({value:.4g}) ranked high enough, but the {self.cap} of the {self.n_trials} "
+                   f"trials that may train past it had gone on already")
+        study._storage.set_trial_system_attr(trial._trial_id, PRUNE_REASON_ATTR if why else PROMOTED_ATTR, why or True)
+        return why is not None
 
 
 def _report_now(step: int, report_every: int, first_rung: int) -> bool:
@@ -259,15 +308,15 @@ def _report_now(step: int, report_every: int, first_rung: int) -> bool:
     return step % report_every == 0 or step == first_rung
 
 
-def _make_pruner(pruner: Any, steps: int):
-    """'halving': successive halving from a third of the steps on (rungs ×3); 'median': after two trials, from
-    half the steps on, stop trials worse than the median; 'none'."""
+def _make_pruner(pruner: Any, steps: int, n_trials: int):
+    """'halving': :class:`BudgetedHalving` at a third of the steps; 'median': after two trials, from half the
+    steps on, stop trials worse than the median; 'none'."""
     import optuna
 
     if not isinstance(pruner, str):
         return pruner
     if pruner == "halving":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=min_resource(steps), reduction_factor=3)
+        return BudgetedHalving(min_resource(steps), n_trials)
     if pruner == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=steps // 2)
     if pruner == "none":
@@ -374,7 +423,8 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
                          "pruned": state["pruned_at"] is not None, "eval_loss": res.extra.get("eval_loss")})
         if state["pruned_at"] is not None:
             trial.set_user_attr("status", "pruned")
-            reason = f"pruned at step {state['pruned_at']}: its training loss ranked among the worst at that step"
+            why = trial.study._storage.get_trial(trial._trial_id).system_attrs.get(PRUNE_REASON_ATTR)
+            reason = f"pruned at step {state['pruned_at']}: " + (why or "its training loss ranked among the worst there")
             if res.status == "ok":   # the job's last steps were already in the pipe when the pruner decided
                 reason += f"; the job had already finished its {len(res.records)} steps when the stop arrived"
             trial.set_user_attr("reason", reason)
@@ -632,7 +682,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     name = study_name or (f"retune-{spec.model}-{spec.size}-{spec.backend}-b{spec.batch_size}-lr{spec.lr:g}"
                           f"-to-b{new_batch_size}-s{seed}")
     study = optuna.create_study(storage=backend_storage, study_name=name, direction="minimize", load_if_exists=True,
-                                sampler=_make_sampler(sampler, seed, n_trials), pruner=_make_pruner(pruner, trial_steps))
+                                sampler=_make_sampler(sampler, seed, n_trials), pruner=_make_pruner(pruner, trial_steps, n_trials))
     _check_resume(study, dict(new_batch_size=new_batch_size, low=low, high=high, steps=trial_steps, budget=budget,
                               eval_batches=eval_batches, spec=spec.to_json()))
     remember(study, n_trials=n_trials, seed=seed, report_every=report_every,

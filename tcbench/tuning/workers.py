@@ -208,7 +208,7 @@ def tune_worker(study_name: str, storage: str, n_workers: int = 1, store: Any = 
     sampler = _make_sampler(settings["sampler"], settings["seed"], n_trials)
     sampler.reseed_rng()   # its own draws, not the starting process's
     study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler,
-                              pruner=_make_pruner(settings["pruner"], steps))
+                              pruner=_make_pruner(settings["pruner"], steps, n_trials))
     cid = store.insert_comparison("retune", spec, [spec.backend], n_trials,
                                   dict(study_name=study_name, storage=shown, worker=True, steps=steps,
                                        new_batch_size=attrs["new_batch_size"], low=attrs["low"], high=attrs["high"],
