@@ -22,8 +22,9 @@ batches as that takes at each batch size): two classes' losses differ by less th
 5. **retune_lr** from (B0, lr0) to B1 with the measured noise scale (its defaults: equal samples, the prediction,
    rules and lr0 enqueued, GP sampler, successive halving), ``--trials`` trials: its best held-out loss's regret
    and the samples it trained as a fraction of the grid's (9 jobs); the noise-scale job is counted separately.
-6. ``--check-seeds S``: the grid's lr* and retune_lr's best lr trained again with S more seeds, and retune_lr's
-   regret as the difference of their means over 1 + S seeds (one seed's ranking of nearby rates is mostly noise).
+6. ``--check-seeds S``: the grid's lr*, each predictor's lr and retune_lr's best lr trained again with S more seeds;
+   their regrets as the differences of their means over 1 + S seeds (one seed's ranking of nearby rates is mostly
+   noise: on tiny BERT two rates 2 % apart differed by 0.03 in held-out loss).
 
 Goals (issue 10): the noise-scale prediction's median regret below both rules'; retune_lr within 2 % of L* using
 ≤ 35 % of the grid's samples. Every job is cached in lr_transfer.json as it finishes, so an interrupted run resumes.
@@ -175,9 +176,13 @@ def run_model(model: str, a: argparse.Namespace, data: dict, store: tc.Store) ->
             for name, lr in (("grid", lr_star), ("retune", float(f"{rt['best_lr']:.6g}"))):
                 means[name] = statistics.mean(_loss(_job(data, spec1.replace(lr=_on_grid(lr, grid) or lr, seed=s),
                                                          store)) for s in seeds)
+            preds_mean = {n: statistics.mean(_loss(_job(data, spec1.replace(
+                lr=_on_grid(row[n]["lr"], grid) or float(f"{row[n]['lr']:.6g}"), seed=s), store)) for s in seeds)
+                for n in PREDICTORS}
             row["seed_check"] = {"seeds": len(seeds), "grid_lr": lr_star, "grid_mean": means["grid"],
                                  "retune_lr": rt["best_lr"], "retune_mean": means["retune"],
-                                 "rel_regret": (means["retune"] - means["grid"]) / means["grid"]}
+                                 "rel_regret": (means["retune"] - means["grid"]) / means["grid"],
+                                 "predictors": {n: {"mean": m, "regret": m - means["grid"]} for n, m in preds_mean.items()}}
         rows[str(k)] = row
         _save(data)
         r = row.get("retune") or {}
@@ -233,6 +238,14 @@ def write(data: dict) -> None:
                              "retune_lr's relative regret " + ", ".join(
                                  f"k={r['k']} {r['seed_check']['rel_regret']:+.1%}" for r in per_k if r.get("seed_check"))
                              + f"; median {statistics.median(c['rel_regret'] for c in checks):+.1%}.")
+                if all("predictors" in c for c in checks):
+                    lines.append(f"Each predictor's regret over the same {checks[0]['seeds']} seeds (its mean − the grid "
+                                 "lr*'s mean), median over k: " + "; ".join(
+                                     f"{n} {statistics.median(c['predictors'][n]['regret'] for c in checks):+.4f}"
+                                     for n in PREDICTORS) + " (per k: " + "; ".join(
+                                     f"k={r['k']} " + "/".join(f"{r['seed_check']['predictors'][n]['regret']:+.3f}"
+                                                               for n in PREDICTORS)
+                                     for r in per_k if r.get("seed_check")) + ", linear/√/noise).")
             if rts:
                 lines.append(f"retune_lr: relative regret median {statistics.median(x['rel_regret'] for x in rts):+.1%} "
                              f"(worst {max(x['rel_regret'] for x in rts):+.1%}); samples ÷ grid's median "
