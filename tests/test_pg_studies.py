@@ -144,8 +144,14 @@ def test_three_workers_share_one_study_without_losing_or_repeating_a_trial(pg_ur
     import tcbench._runner as runner
 
     monkeypatch.setattr(runner, "run", _fake_run(jobs, overlap=True))
-    res = retune_lr(SPEC, 32, n_trials=12, storage=pg_url, study_name="three", store=store, n_workers=3, **KW)
+    seen: list = []   # the caller's observer: called here, in the caller's process, with every worker's events
+    res = retune_lr(SPEC, 32, n_trials=12, storage=pg_url, study_name="three", store=store, n_workers=3,
+                    observer=lambda e: seen.append((os.getpid(), e)), **KW)
     trials = _study(pg_url, "three").get_trials()
+    assert {pid for pid, _ in seen} == {os.getpid()}
+    assert sorted(e["number"] for _, e in seen if e["type"] == "trial") == sorted(t.number for t in trials)
+    steps = [e for _, e in seen if e["type"] == "step"]
+    assert len(steps) == 12 * SPEC.steps and all(isinstance(e["record"], StepRecord) for e in steps)
     started = _started(jobs)
     assert len({pid for pid, _ in started}) >= 2 and os.getpid() not in {pid for pid, _ in started}
     labels = sorted(label for _, label in started)

@@ -642,8 +642,8 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     get the runner's events plus ``{"type": "trial" | "prediction" | "finalist", ...}``.
 
     ``n_workers=N`` runs the trials in N worker processes forked from this one, on one study in a PostgreSQL
-    ``storage`` (``tcbench.tuning.workers``; ``tcbench tune-worker`` joins from elsewhere); the observer is then
-    called in the workers, and ``stop`` reaches them within a second.
+    ``storage`` (``tcbench.tuning.workers``; ``tcbench tune-worker`` joins from elsewhere); their events reach
+    ``observer`` here, in this process, as they happen, and ``stop`` reaches them within a second.
     """
     import optuna
 

@@ -14,8 +14,10 @@ A dead worker's trial is failed and retried by the heartbeat (``tcbench.tuning.s
 SQLite are refused: SQLite has no row locks, and Optuna can hand one waiting trial to two processes there
 (optuna#4002), so a rule trial could run twice. An in-memory study is not shared at all.
 
-The ``n_workers`` local workers are forked from the calling process (they inherit its job runner, observer and
-store); the caller waits for them and sets their common stop event when its own ``stop`` is set. A worker runs
+The ``n_workers`` local workers are forked from the calling process (they inherit its job runner and store); the
+caller waits for them and sets their common stop event when its own ``stop`` is set. Their job and trial events come
+back through a pipe per worker (no lock shared with a process that may be killed) and reach the caller's observer in the caller's process, as they happen (a notebook's live
+figure, the CLI's progress lines); an event that cannot be pickled (a job built by a local function) is not shown. A worker runs
 torch (Optuna's GPSampler) on one thread: a thread pool the caller used before the fork does not exist in the
 child, and waiting for it would hang the worker (as PyTorch's DataLoader workers do, for the same reason).
 """
@@ -23,6 +25,7 @@ child, and waiting for it would hang the worker (as PyTorch's DataLoader workers
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable
 
 from .._spec import SpecError
@@ -117,29 +120,56 @@ def run_workers(study: Any, ctx: dict, n_trials: int, n_workers: int, storage: A
         return _optimize(study, make_objective(ctx), ctx, n_trials)
     mp = multiprocessing.get_context("fork")   # the workers inherit the job runner (and a test's fakes)
     stop, errors = mp.Event(), mp.SimpleQueue()
+    pipes = [mp.Pipe(duplex=False) for _ in range(n_workers)]   # (the caller's end, the worker's end)
     ctx["claim"].close()
     ctx["storage"].engine.dispose()   # the parent's pooled connections are not the children's to use
     procs = [mp.Process(target=_worker, name=f"tcbench-tune-worker-{i}",
                         args=(i, storage, ctx, study.study_name, study.sampler, study.pruner, make_objective,
-                              n_trials, stop, errors))
+                              n_trials, stop, errors, pipes[i][1],
+                              [c for j, pair in enumerate(pipes) for c in pair if c is not pipes[i][1]]))
              for i in range(n_workers)]
     for p in procs:
         p.start()
-    user = ctx["stop"]
+    readers = [r for r, w in pipes]
+    for _, w in pipes:
+        w.close()   # the workers hold theirs: a reader sees EOF once its worker has ended
+    user, observer = ctx["stop"], ctx["observer"]
+
+    def show(ready: list, deliver: bool = True) -> None:   # the workers' events, to the caller's observer here
+        for r in ready:
+            while True:
+                try:
+                    if not r.poll():
+                        break
+                    event = r.recv()
+                except Exception:   # EOF: the worker ended (perhaps mid-write, killed)
+                    readers.remove(r)
+                    r.close()
+                    break
+                if deliver:
+                    observer(event)
+
     try:
         pending = {p.sentinel: p for p in procs}
         while pending:
-            for s in wait(list(pending), timeout=1.0):   # blocks until a worker ends (or a second, for `stop`)
-                pending.pop(s).join()
+            ready = wait(list(pending) + readers, timeout=1.0)   # a worker's events or its end, or 1 s for `stop`
+            show([r for r in ready if r in readers])
+            for s in ready:
+                if s in pending:
+                    pending.pop(s).join()
             if user is not None and user.is_set():
                 stop.set()
+        show(list(readers))
     except BaseException:   # KeyboardInterrupt here: the workers stop their trials (not counted) and end
         stop.set()
+        deadline = time.monotonic() + 60
+        while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+            show(list(readers), deliver=False)   # a worker blocked on a full pipe could not end: dropped
+            wait([p.sentinel for p in procs if p.is_alive()] + readers, timeout=0.2)
         for p in procs:
-            p.join(60)
             if p.exitcode is None:
                 p.kill()
-                p.join()
+            p.join()
         raise
     failed = []
     while not errors.empty():
@@ -152,15 +182,33 @@ def run_workers(study: Any, ctx: dict, n_trials: int, n_workers: int, storage: A
                            + "; ".join(failed))
 
 
+def _forward(conn: Any) -> Callable[[dict], None]:
+    """A worker's observer: each event to the caller (pickled first, so one that cannot be is dropped here)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    def send(event: dict) -> None:
+        try:
+            data = ForkingPickler.dumps(event)
+        except Exception:   # not picklable (a job built by a local function): not shown live
+            return
+        conn.send_bytes(data)
+    return send
+
+
 def _worker(i: int, storage: str, ctx: dict, study_name: str, sampler: Any, pruner: Any,
-            make_objective: Callable[[dict], Callable], n_trials: int, stop: Any, errors: Any) -> None:
-    """One forked worker: its own connections, the shared stop event, the study's loop."""
+            make_objective: Callable[[dict], Callable], n_trials: int, stop: Any, errors: Any, events: Any, not_mine: list) -> None:
+    """One forked worker: its own connections, the shared stop event, the study's loop; events to the caller.
+
+    ``not_mine``: the other pipe ends this fork inherited, closed here, so a worker that dies mid-write leaves its
+    pipe at EOF for the caller (and not half a message that nobody will finish)."""
     import sys
 
     import optuna
 
     from .retune import _optimize
 
+    for conn in not_mine:
+        conn.close()
     if "torch" in sys.modules:   # the caller ran torch's thread pool (Optuna's GPSampler, a notebook's own work):
         sys.modules["torch"].set_num_threads(1)   # it does not survive a fork; a pool used here would hang forever
     try:
@@ -168,7 +216,8 @@ def _worker(i: int, storage: str, ctx: dict, study_name: str, sampler: Any, prun
         if i:   # worker 0 keeps the seed; the others draw their own learning rates
             sampler.reseed_rng()
         study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler, pruner=pruner)
-        mine = dict(ctx, storage=backend, stop=stop, claim=Claim(backend, study._study_id), lost=False)
+        mine = dict(ctx, storage=backend, stop=stop, claim=Claim(backend, study._study_id), lost=False,
+                    observer=_forward(events))
         _optimize(study, make_objective(mine), mine, n_trials)
     except BaseException as exc:   # one line for the parent; the password masked
         errors.put(f"worker {i} (pid {os.getpid()}): {mask(_first_line(exc))}")
