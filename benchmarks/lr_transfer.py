@@ -1,6 +1,6 @@
 """The learning rate after a batch-size change, against a grid: the README's "Learning rate transfer" figures.
 
-    .venv/bin/python benchmarks/lr_transfer.py                    # tiny GPT-2 and tiny BERT (~2 h on 2 cores from an empty cache)
+    .venv/bin/python benchmarks/lr_transfer.py                    # tiny GPT-2 and tiny BERT (~2 h on 2 cores, empty cache)
     .venv/bin/python benchmarks/lr_transfer.py --models gpt2 --ks 2,4
     .venv/bin/python benchmarks/lr_transfer.py --rewrite          # only rewrite lr_transfer.md from the json
 
@@ -20,7 +20,8 @@ batches as that takes at each batch size): two classes' losses differ by less th
    trained at its own learning rate (or read off the grid when it is a grid point): |log(lr_pred / lr*)| and the
    regret L(lr_pred) − L* (negative: better than every grid point).
 5. **retune_lr** from (B0, lr0) to B1 with the measured noise scale (its defaults: equal samples, the prediction,
-   rules and lr0 enqueued, GP sampler, successive halving), ``--trials`` trials: its best held-out loss's regret
+   rules and lr0 enqueued, GP sampler, successive halving with at most max(2, ⌈trials/3⌉) full trials), ``--trials``
+   trials: its best held-out loss's regret
    and the samples it trained as a fraction of the grid's (9 jobs); the noise-scale job is counted separately.
 6. ``--check-seeds S``: the grid's lr*, each predictor's lr and retune_lr's best lr trained again with S more seeds;
    their regrets as the differences of their means over 1 + S seeds (one seed's ranking of nearby rates is mostly
@@ -200,8 +201,8 @@ def _f(v, fmt="{:.3g}") -> str:
 def write(data: dict) -> None:
     lines = ["# Learning rate after a batch-size change, against a grid", "",
              "`.venv/bin/python benchmarks/lr_transfer.py` (see its docstring for the protocol). Equal samples at "
-             "every batch; held-out loss; one seed; regret = the predictor's held-out loss − the grid's best "
-             "(negative: better than every grid point). The held-out loss's standard error over its batches is "
+             "every batch; held-out loss; one seed (lr0 and the seed checks: several); regret = the predictor's "
+             "held-out loss − the grid's best (negative: better than every grid point). The held-out loss's standard error over its batches is "
              "given for the grid's best.", ""]
     for model, out in data.get("models", {}).items():
         ns = out.get("noise") or {}
