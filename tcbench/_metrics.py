@@ -71,8 +71,11 @@ def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share
             lost.append(f"the job had the CPU {share:.0%} of its wall time ({threads} thread(s))")
     if wait_share is not None and wait_share > NOISY_WAIT_SHARE:
         lost.append(f"its threads waited for a CPU {wait_share:.0%} of the time")
-    if lost:
-        reasons.append(" and ".join(lost) + ": another process was running")
+    if lost:   # a wait alone may be the job's own threads outnumbering the cores (XLA's CPU runtime keeps its own)
+        why = ("another process was running" if len(lost) > 1 or wait_share is None or wait_share <= NOISY_WAIT_SHARE
+               else "another process was running, or the job's threads outnumbered the cores (a runtime's own "
+                    "threads count: XLA's on CPU)")
+        reasons.append(" and ".join(lost) + ": " + why)
     if steal_share is not None and steal_share > NOISY_STEAL:
         reasons.append(f"the hypervisor took {steal_share:.0%} of the machine's CPU time (steal): the host is busy")
     if len(st) < MIN_STEADY:
