@@ -32,7 +32,7 @@ def _fake(job_s: float, kill_marker: Path | None = None):
     import os
     import signal
 
-    from tcbench._results import JobResult, StepRecord
+    from tcbench.core.results import JobResult, StepRecord
 
     def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
         res = JobResult(spec=spec, status="ok", run_id=round)
@@ -67,7 +67,7 @@ def main() -> int:
 
     import optuna
 
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
     from pgserver import missing, server
     from tcbench import JobSpec, Store
     from tcbench.tuning.retune import retune_lr

@@ -35,8 +35,8 @@ ROUNDS = 3   # A B A B A B per configuration: the speedup is the median of the p
 HAND_LOOP = r'''
 import json, os, statistics, sys, time
 import torch
-from tcbench import _data
-from tcbench._models import build_model, model_task
+from tcbench.job import data as _data
+from tcbench.job.models import build_model, model_task
 spec = json.loads(sys.argv[1])
 torch.set_num_threads(spec["threads"])
 task = model_task(spec["model"])

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         if n not in SCRIPTS:
             p.error(f"--scripts contains {n!r}; allowed: {', '.join(SCRIPTS)}")
-    from tcbench._env import _cpu_model
+    from tcbench.host.env import _cpu_model
 
     results: dict = {"when": __import__("datetime").date.today().isoformat(),
                      "machine": f"{_cpu_model()}, {len(os.sched_getaffinity(0))} cores", "rounds": a.rounds,

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import tcbench as tc  # noqa: E402
-from tcbench._runner import _cache_dirs, job_env  # noqa: E402
+from tcbench.runner.process import _cache_dirs, job_env  # noqa: E402
 
 SPEC = tc.JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=30, warmup_steps=5, lr=2e-3,
                   dropout=0.0, threads=1)
@@ -43,10 +43,10 @@ TIMER = r'''
 import json, sys
 import torch
 import torch.utils.benchmark as benchmark
-from tcbench import _data
-from tcbench._models import build_model, model_task
-from tcbench._backends import get_backend
-from tcbench._spec import JobSpec
+from tcbench.job import data as _data
+from tcbench.job.models import build_model, model_task
+from tcbench.job.backends import get_backend
+from tcbench.core.spec import JobSpec
 spec = JobSpec.from_json(sys.argv[1])
 torch.set_num_threads(spec.threads)
 backend = get_backend("eager")
@@ -111,7 +111,7 @@ def rss_truth(rounds: int) -> dict:
         read_fd, write_fd = os.pipe()
         env = job_env(spec, cache)
         env.pop("TCBENCH_PARENT_PID")   # the job's parent is /usr/bin/time here, not this process
-        proc = subprocess.Popen(["/usr/bin/time", "-v", sys.executable, "-m", "tcbench._worker", spec.to_json(),
+        proc = subprocess.Popen(["/usr/bin/time", "-v", sys.executable, "-m", "tcbench.job.worker", spec.to_json(),
                                  str(write_fd), run_dir], pass_fds=(write_fd,), env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=run_dir)
         os.close(write_fd)

@@ -13,25 +13,26 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import plots, report
-from ._catalog import MODELS, SIZES, models_table
-from ._compare import Comparison, NoiseFloor, compare, latest_noise_floor, load_comparison, noise_floor
-from ._cost import cost, cost_table, savings_pct
-from ._diagnose import table as diagnostics
-from ._doctor import doctor
-from ._history import comparisons, get_run, runs, steps
-from ._preflight import check as preflight
-from ._profiles import Profile, profile, profile_names, profiles
-from ._metrics import VERDICT_KINDS, break_even_steps
-from ._results import JobFigures, JobResult, StepRecord
-from ._runner import backend_status, run
-from ._script import compare_script
-from ._spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
-from ._store import Store, StoreError
-from ._track import StopTraining, compile_for_backend, device, track
-from .parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
+from tcbench.view import plots
+from tcbench.view import report
+from tcbench.core.catalog import MODELS, SIZES, models_table
+from tcbench.comparison import Comparison, NoiseFloor, compare, compare_script, latest_noise_floor, load_comparison, noise_floor
+from tcbench.core.cost import cost, cost_table, savings_pct
+from tcbench.job.diagnostics import table as diagnostics
+from tcbench.host.doctor import doctor
+from tcbench.store.history import comparisons, get_run, runs, steps
+from tcbench.runner.preflight import check as preflight
+from tcbench.core.profiles import Profile, profile, profile_names, profiles
+from tcbench.measure.metrics import VERDICT_KINDS, break_even_steps
+from tcbench.core.results import JobFigures, JobResult, StepRecord
+from tcbench.runner.process import backend_status, run
+
+from tcbench.core.spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
+from tcbench.store.api import Store, StoreError
+from tcbench.job.track import StopTraining, compile_for_backend, device, track
+from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
                        project_scaling, scaling)
-from .tuning import (LrPrediction, MaxBatchResult, NoiseScale, RetuneResult, TwoStageResult, find_max_batch, noise_scale,
+from tcbench.tuning import (LrPrediction, MaxBatchResult, NoiseScale, RetuneResult, TwoStageResult, find_max_batch, noise_scale,
                      predict_lr, retune_lr, rule_lrs, two_stage)
 
 __version__ = "0.1.0"
@@ -54,7 +55,7 @@ def backends() -> pd.DataFrame:
 def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: float | None = None,
                 num_labels: int = 2, seed: int | None = 0):
     """The same torch model a job trains (random init from the architecture config, or a local folder)."""
-    from ._models import build_model as _build
+    from tcbench.job.models import build_model as _build
 
     return _build(model, size, dropout=dropout, num_labels=num_labels, seed=seed)
 

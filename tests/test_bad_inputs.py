@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 import tcbench as tc
-from tcbench import _data, _runner
-from tcbench._catalog import SHIPPED_VOCAB
-from tcbench._preflight import check
-from tcbench._store import Store
-from tcbench.cli import main
+from tcbench.job import data as _data
+from tcbench.runner import process as _runner
+from tcbench.core.catalog import SHIPPED_VOCAB
+from tcbench.runner.preflight import check
+from tcbench.store.api import Store
+from tcbench.cli.app import main
 
 VOCAB = SHIPPED_VOCAB + 8   # what the catalog's tiny models use: the shipped tokenizer's ids fit
 WIDE = "x" * 140_000        # longer than the csv module's field limit (131,072)

@@ -8,9 +8,9 @@ import os
 import pytest
 
 from tcbench import JobSpec
-from tcbench._results import JobResult
-from tcbench._runner import _handle
-from tcbench._worker import _Channel
+from tcbench.core.results import JobResult
+from tcbench.runner.process import _handle
+from tcbench.job.worker import _Channel
 
 
 def _read_all(fd: int) -> list[dict]:

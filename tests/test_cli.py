@@ -17,12 +17,12 @@ import time
 import pytest
 
 import tcbench as tc
-from tcbench import _cli_progress
-from tcbench._compare import AA, Comparison, NoiseFloor, backend_of
-from tcbench._metrics import job_figures
-from tcbench._results import JobResult, StepRecord
-from tcbench._store import Store
-from tcbench.cli import build_parser, main
+from tcbench.cli import progress as _cli_progress
+from tcbench.comparison import AA, Comparison, NoiseFloor, backend_of
+from tcbench.measure.metrics import job_figures
+from tcbench.core.results import JobResult, StepRecord
+from tcbench.store.api import Store
+from tcbench.cli.app import build_parser, main
 
 SPEC = dict(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=12, warmup_steps=2)
 ARGS = ["--model", "gpt2", "--size", "tiny", "--batch-size", "8", "--seq-len", "32", "--steps", "12", "--warmup", "2"]
@@ -298,7 +298,7 @@ def test_compare_prints_summary_and_writes_report(tmp_path, capsys):
 
 
 def test_profiles_sources_name_every_figures_source(capsys):
-    from tcbench import cli
+    from tcbench.cli import app as cli
 
     assert cli.main(["profiles", "--sources"]) == 0
     out = capsys.readouterr().out

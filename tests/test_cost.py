@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tcbench._cost import cost, cost_table, savings_pct
-from tcbench._profiles import Profile, profile
+from tcbench.core.cost import cost, cost_table, savings_pct
+from tcbench.core.profiles import Profile, profile
 
 # $3.60 per hour = $0.001 per second: every dollar figure below is seconds / 1000.
 PRICED = Profile(name="test.box", family="test", accelerator="X", accelerator_count=1, memory_per_device_gib=16.0,

@@ -1,4 +1,4 @@
-"""The shipped task, its tokenizer and the batch builder (tcbench._data). Fast: no model is built."""
+"""The shipped task, its tokenizer and the batch builder (tcbench.job.data). Fast: no model is built."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import tcbench as tc
-from tcbench import _data as d
+from tcbench.job import data as d
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]
@@ -341,5 +341,5 @@ def test_generator_is_reproducible(tmp_path, monkeypatch):
 
 
 def test_data_module_does_not_import_torch():
-    code = "import sys, tcbench._data; assert 'torch' not in sys.modules and 'ipywidgets' not in sys.modules"
+    code = "import sys, tcbench.job.data; assert 'torch' not in sys.modules and 'ipywidgets' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)

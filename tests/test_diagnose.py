@@ -13,9 +13,9 @@ import textwrap
 import pytest
 
 import tcbench as tc
-from tcbench import _diagnose
-from tcbench._compare import Comparison
-from tcbench._results import JobResult
+from tcbench.job import diagnostics as _diagnose
+from tcbench.comparison import Comparison
+from tcbench.core.results import JobResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = tc.JobSpec(model="gpt2", size="tiny", batch_size=4, seq_len=16, steps=6, warmup_steps=2)
@@ -119,7 +119,7 @@ XLA_SCRIPT = textwrap.dedent("""
     import json, os
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch, torch_xla
-    from tcbench import _diagnose
+    from tcbench.job import diagnostics as _diagnose
 
     dev = torch_xla.device()
     out = {}
@@ -185,8 +185,8 @@ DIAG = {"backend": "inductor", "steps": 6, "compiles": 3, "graph_breaks": 2, "re
 
 
 def _cmp() -> Comparison:
-    from tcbench._metrics import job_figures
-    from tcbench._results import StepRecord
+    from tcbench.measure.metrics import job_figures
+    from tcbench.core.results import StepRecord
 
     recs = [StepRecord(step=n, step_s=0.1, samples_s=40, tokens_s=640, mem_bytes=2**20, loss=1.0, warmup=n < 2,
                        seq_len=16) for n in range(6)]
@@ -214,7 +214,7 @@ def test_comparison_diagnostics_table_and_summary_columns():
 
 
 def test_cli_prints_the_places(capsys):
-    from tcbench.cli import print_comparison
+    from tcbench.cli.app import print_comparison
 
     print_comparison(_cmp())
     out = capsys.readouterr().out

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 import tcbench as tc
-from tcbench import _doctor, _requirements as req
-from tcbench._backends import REGISTRY
-from tcbench.cli import main
+from tcbench.host import doctor as _doctor
+from tcbench.host import requirements as req
+from tcbench.job.backends import REGISTRY
+from tcbench.cli.app import main
 
 ROOT = Path(__file__).resolve().parent.parent
 # what `pip install tcbench` (no extra) must run without

@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 import tcbench as tc
-from tcbench import _data, _factory
+from tcbench.job import data as _data
+from tcbench.job import factory as _factory
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 

@@ -23,7 +23,7 @@ import pytest
 
 import tcbench as tc
 from tcbench import JobSpec, Store
-from tcbench._store import STALE_S, home
+from tcbench.store.api import STALE_S, home
 
 pytestmark = pytest.mark.integration
 
@@ -180,7 +180,7 @@ def test_a_comparison_left_running_by_a_dead_process_is_interrupted(tmp_path):
 # -- the store cannot be written -------------------------------------------------------------------------
 def test_a_store_locked_longer_than_its_busy_timeout_loses_no_step(tmp_path, monkeypatch):
     """Another process holds the write lock from step 3 to after the job: steps are kept, spooled, merged."""
-    from tcbench import _runner
+    from tcbench.runner import process as _runner
 
     monkeypatch.setattr(_runner, "_FINAL_WAIT_S", 1.0)
     store = Store(tmp_path / "locked.db")
@@ -320,8 +320,8 @@ def test_a_total_cap_ends_a_job_that_keeps_reporting():
 _LINGER = textwrap.dedent("""
     import os, subprocess
     args = open("/proc/self/cmdline", "rb").read().split(b"\\0")
-    if os.environ.get("TCBENCH_TEST_LINGER") and b"tcbench._worker" in args:
-        fd = int(args[args.index(b"tcbench._worker") + 2])
+    if os.environ.get("TCBENCH_TEST_LINGER") and b"tcbench.job.worker" in args:
+        fd = int(args[args.index(b"tcbench.job.worker") + 2])
         subprocess.Popen(["sleep", "120"], pass_fds=(fd,))   # holds the job's pipe open after the job exits
 """)
 

@@ -94,7 +94,7 @@ def test_html_and_json_export(trio, tmp_path):
 
 def test_a_stored_report_shows_the_stored_environment(trio):
     """The report is built from what is stored, never from the machine that renders it."""
-    from tcbench._store import Store
+    from tcbench.store.api import Store
 
     store = Store()
     run_id = trio.results[0].run_id
@@ -146,7 +146,7 @@ def test_killed_worker_is_interrupted_and_keeps_steps():
             return ""
 
     me = psutil.Process()
-    workers = [p for p in me.children(recursive=True) if "tcbench._worker" in cmdline(p)]
+    workers = [p for p in me.children(recursive=True) if "tcbench.job.worker" in cmdline(p)]
     assert workers
     os.kill(workers[0].pid, signal.SIGKILL)
     t.join(60)
@@ -174,7 +174,7 @@ def test_keyboard_interrupt_in_the_caller_keeps_the_steps_and_leaves_no_worker()
     left = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.pid not in before and "tcbench._worker" in " ".join(p.cmdline()) and p.status() != "zombie":
+            if p.pid not in before and "tcbench.job.worker" in " ".join(p.cmdline()) and p.status() != "zombie":
                 left.append(p)
         except psutil.Error:
             pass
@@ -197,7 +197,7 @@ def test_stop_event_interrupts_within_two_seconds():
 
 
 def test_unavailable_backend_is_reported(monkeypatch):
-    import tcbench._backends.xla as xla_mod
+    import tcbench.job.backends.xla as xla_mod
 
     monkeypatch.setattr(xla_mod.XlaBackend, "available", lambda self: (False, "torch_xla is not installed"))
     r = tc.run(dataclasses.replace(TINY, backend="xla"))
@@ -222,7 +222,7 @@ def test_failure_is_recorded_with_reason(tmp_path):
 @pytest.mark.parametrize("backend", ["eager", "inductor", "xla"])
 def test_backend_contract_bf16_and_available(backend):
     """One contract over every backend: it reports availability with a reason and trains in bf16 autocast."""
-    from tcbench._backends import get_backend
+    from tcbench.job.backends import get_backend
 
     ok, reason = get_backend(backend).available()
     assert ok is True and isinstance(reason, str) and reason
@@ -307,8 +307,8 @@ def test_make_demo_learns():
     import shlex
     from pathlib import Path
 
-    from tcbench import cli
-    from tcbench._metrics import learned
+    from tcbench.cli import app as cli
+    from tcbench.measure.metrics import learned
 
     text = Path(__file__).resolve().parents[1].joinpath("Makefile").read_text()
     args = shlex.split(re.search(r"DEMO_ARGS := (.*?)\n\n", text, re.S).group(1).replace("\\\n", " "))

@@ -138,7 +138,7 @@ def test_real_search_survives_a_failing_probe(store, monkeypatch):
     The parent's input check would refuse that file before the probe starts; it is bypassed for this one spec so
     the job process itself meets the missing file — a crash only the job can see."""
     import tcbench.tuning.maxbatch as mb
-    from tcbench import _runner
+    from tcbench.runner import process as _runner
 
     real = mb._probe_spec
     checked = _runner.preflight
@@ -161,7 +161,7 @@ def test_real_search_survives_a_failing_probe(store, monkeypatch):
 def test_cli_subcommands_parse():
     import argparse
 
-    from tcbench.tuning.cli import add_subcommands, cmd_max_batch, cmd_retune_lr
+    from tcbench.cli.tuning import add_subcommands, cmd_max_batch, cmd_retune_lr
 
     ap = argparse.ArgumentParser(prog="tcbench")
     add_subcommands(ap.add_subparsers(dest="command", required=True))
@@ -184,8 +184,8 @@ def test_cli_subcommands_parse():
 
 def _fake_runs(monkeypatch, limit: int) -> list[int]:
     """tc.run replaced by a job that fits up to ``limit`` samples (0.5 MiB each); the batches it ran."""
-    from tcbench import _runner
-    from tcbench._results import JobFigures, JobResult
+    from tcbench.runner import process as _runner
+    from tcbench.core.results import JobFigures, JobResult
 
     ran: list[int] = []
 
@@ -228,8 +228,8 @@ def test_a_search_kept_in_a_study_resumes_without_running_a_probe_again(store, t
 
 
 def test_a_stopped_or_crashed_probe_is_not_kept_as_an_answer(store, tmp_path, monkeypatch):
-    from tcbench import _runner
-    from tcbench._results import JobResult
+    from tcbench.runner import process as _runner
+    from tcbench.core.results import JobResult
 
     url = f"sqlite:///{tmp_path / 'mb.db'}"
     monkeypatch.setattr(_runner, "run", lambda spec, *a, **k: JobResult(spec=spec, status="failed", run_id=1,

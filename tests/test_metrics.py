@@ -6,7 +6,7 @@ import random
 import pytest
 
 from tcbench import StepRecord
-from tcbench._metrics import (break_even_range, break_even_steps, fmt_ratio, job_figures, learned, loss_parity, mfu,
+from tcbench.measure.metrics import (break_even_range, break_even_steps, fmt_ratio, job_figures, learned, loss_parity, mfu,
                               ratio_interval, value_interval, verdict, warnings_for)
 
 

@@ -7,9 +7,9 @@ import os
 import pytest
 
 import tcbench as tc
-from tcbench import _data
-from tcbench._catalog import MODELS, approx_params, dims, max_positions, usable_positions
-from tcbench._models import build_model, check_local_model, count_params, flops_per_step, model_task
+from tcbench.job import data as _data
+from tcbench.core.catalog import MODELS, approx_params, dims, max_positions, usable_positions
+from tcbench.job.models import build_model, check_local_model, count_params, flops_per_step, model_task
 
 os.environ["USE_TORCH_XLA"] = "0"
 
@@ -34,7 +34,7 @@ def test_base_size_has_the_published_dimensions(name):
     """Config only (no weights allocated): the published layer/width/vocab figures."""
     import transformers
 
-    from tcbench._catalog import size_config
+    from tcbench.core.catalog import size_config
 
     cfg = getattr(transformers, MODELS[name].config_class)(**size_config(name, "base"))
     d = dims(name, "base")

@@ -55,7 +55,7 @@ def test_environment_yml_pins_what_constraints_txt_pins():
 def test_pyproject_has_ranges_and_constraints_pins_every_direct_dependency_inside_them():
     """Every requirement of the core and of each extra is a range (no exact pin), and constraints.txt pins
     each of them, nothing else, to a version inside its range."""
-    from tcbench._requirements import in_range
+    from tcbench.host.requirements import in_range
 
     project, pins = _pyproject(), _pins_from_constraints()
     reqs = list(project["dependencies"]) + [r for extra in project["optional-dependencies"].values() for r in extra
@@ -69,8 +69,8 @@ def test_pyproject_has_ranges_and_constraints_pins_every_direct_dependency_insid
 
 
 def test_package_carries_the_pyproject_ranges_and_the_tested_versions():
-    """A pip-installed tcbench has no constraints.txt: its own copies (``tcbench._requirements``) must agree."""
-    from tcbench._requirements import REQUIREMENTS, TESTED
+    """A pip-installed tcbench has no constraints.txt: its own copies (``tcbench.host.requirements``) must agree."""
+    from tcbench.host.requirements import REQUIREMENTS, TESTED
 
     project = _pyproject()
     want = {"core": project["dependencies"], **{g: project["optional-dependencies"][g] for g in ("lab", "xla")}}

@@ -148,7 +148,7 @@ def test_a_preflight_error_is_one_readable_line(monkeypatch):
 
 def test_the_real_preflight_refuses_more_processes_than_cores(monkeypatch):
     """tc.scaling itself: every process count is checked before any job starts (threads = all cores here)."""
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     monkeypatch.setattr(runner, "run", lambda *a, **k: pytest.fail("a job was started"))
     panel = Workbench(**{**TINY, "threads": len(os.sched_getaffinity(0))})

@@ -48,7 +48,7 @@ def test_nnodes_needs_a_rendezvous_endpoint_and_a_node_rank_in_range():
     with pytest.raises(SpecError) as e:
         tc.scaling(spec, nprocs=[1, 2])
     assert e.value.field == "nnodes"
-    from tcbench._launch import torchrun_args
+    from tcbench.job.launch import torchrun_args
 
     args = torchrun_args(spec, "{}", "/tmp/x")
     assert "--node-rank=1" in args and "--master-addr=10.0.0.1" in args and "--master-port=29500" in args
@@ -87,15 +87,15 @@ def test_xla_data_parallel_runs_under_torchrun_on_tpu_and_cuda_devices(monkeypat
     """Where XLA's collectives work the job is not refused: it takes the launcher like DDP, its process group is
     torch_xla's (xla://), and its gradients are all-reduced by xm.optimizer_step (one device here: a plain step,
     which every xla integration test runs)."""
-    from tcbench._runner import _command, _parallel_unavailable
-    from tcbench._worker import dist_backend
+    from tcbench.runner.process import _command, _parallel_unavailable
+    from tcbench.job.worker import dist_backend
 
     spec = JobSpec(**{**DDP, "backend": "xla"})
     for device in ("TPU", "CUDA"):
         monkeypatch.setenv("PJRT_DEVICE", device)
         assert _parallel_unavailable(spec) == ""
         argv, _, _ = _command(spec, 3, "/tmp/x", "/tmp/c")
-        assert argv[1:3] == ["-m", "tcbench._launch"]
+        assert argv[1:3] == ["-m", "tcbench.job.launch"]
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     assert "pytorch/xla#5005" in _parallel_unavailable(spec)
     assert [dist_backend(d) for d in ("xla", "cuda", "cpu")] == ["xla", "nccl", "gloo"]
@@ -104,9 +104,9 @@ def test_xla_data_parallel_runs_under_torchrun_on_tpu_and_cuda_devices(monkeypat
 def test_a_ranks_wait_for_a_cpu_is_its_main_threads_share():
     """A rank reports its main thread's run-queue wait (its communication threads' wait is the job's own): the share
     is that wait over the wall time, not over wall × threads; a single process's is over all its threads."""
-    from tcbench._results import JobResult, StepRecord
-    from tcbench._runner import _set_figures
-    from tcbench._worker import _sched_wait_s
+    from tcbench.core.results import JobResult, StepRecord
+    from tcbench.runner.process import _set_figures
+    from tcbench.job.worker import _sched_wait_s
 
     assert 0 <= _sched_wait_s(main_only=True) <= _sched_wait_s()
     recs = [StepRecord(step=i, step_s=0.1, samples_s=80.0, tokens_s=2560.0, mem_bytes=0, cpu_s=0.1, warmup=i < 2)
@@ -122,15 +122,15 @@ def test_a_ranks_wait_for_a_cpu_is_its_main_threads_share():
 def test_the_cli_takes_nproc():
     import argparse
 
-    from tcbench.cli import _spec, _spec_args
+    from tcbench.cli.app import _spec, _spec_args
 
     p = argparse.ArgumentParser()
     _spec_args(p)
     assert _spec(p.parse_args(["--nproc", "2", "--threads", "1"])).nproc == 2
     two = _spec(p.parse_args(["--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "node0:29500"]))
     assert (two.nnodes, two.node_rank, two.rdzv_endpoint, two.world_size) == (2, 1, "node0:29500", 2)
-    from tcbench.cli import build_parser
-    from tcbench.parallel.cli import cmd_scaling
+    from tcbench.cli.app import build_parser
+    from tcbench.cli.parallel import cmd_scaling
 
     a = build_parser().parse_args(["scaling", "--nprocs", "1,2", "--threads", "1", "--rounds", "2"])
     assert a.func is cmd_scaling and a.nprocs == "1,2" and a.rounds == 2 and not a.no_parity
@@ -282,7 +282,7 @@ def _cmdline(pid: int) -> str:
 def _ranks_of(res) -> list[int]:
     """Processes still running this job's worker (its run folder is in their command line)."""
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and res.artifacts in _cmdline(int(p))
-            and "tcbench._worker" in _cmdline(int(p)) and _alive(int(p))]
+            and "tcbench.job.worker" in _cmdline(int(p)) and _alive(int(p))]
 
 
 def test_scaling_refuses_bad_process_counts_before_any_job(store):

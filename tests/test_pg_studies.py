@@ -20,8 +20,8 @@ import pytest
 
 import tcbench.tuning.storage as ts
 from tcbench import JobSpec
-from tcbench._results import JobResult, StepRecord
-from tcbench._spec import SpecError
+from tcbench.core.results import JobResult, StepRecord
+from tcbench.core.spec import SpecError
 from tcbench.tuning.retune import retune_lr, rule_lrs
 
 SPEC = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, steps=10, warmup_steps=1, lr=1e-3,
@@ -32,7 +32,7 @@ postgres = pytest.mark.postgres
 
 
 def _fake_run(log: Path, kill_once: Path | None = None, overlap: bool = False):
-    """A stand-in for tcbench._runner.run: a loss curve best near lr 3e-3, one line per job in ``log``.
+    """A stand-in for tcbench.runner.process.run: a loss curve best near lr 3e-3, one line per job in ``log``.
 
     ``overlap``: the first job waits (up to 2 min) until a second job has started (several workers provably run
     at once). ``kill_once``: the first job to reach step 2 writes its label there and SIGKILLs its own worker process."""
@@ -72,7 +72,7 @@ def _fake_run(log: Path, kill_once: Path | None = None, overlap: bool = False):
 @pytest.fixture
 def jobs(monkeypatch, tmp_path):
     """The fake runner; returns the log of started jobs ("pid trial#N" lines)."""
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     log = tmp_path / "jobs.log"
     log.touch()
@@ -141,7 +141,7 @@ def test_find_max_batch_keeps_its_probes_in_a_postgresql_study_and_a_second_sear
 
 @postgres
 def test_three_workers_share_one_study_without_losing_or_repeating_a_trial(pg_url, jobs, store, monkeypatch):
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     monkeypatch.setattr(runner, "run", _fake_run(jobs, overlap=True))
     seen: list = []   # the caller's observer: called here, in the caller's process, with every worker's events
@@ -189,7 +189,7 @@ def test_workers_forked_after_torch_used_its_threads_do_not_hang(pg_url, jobs, s
 
 @postgres
 def test_a_sigkilled_workers_trial_is_failed_retried_and_the_study_completes(pg_url, tmp_path, store, monkeypatch):
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     monkeypatch.setattr(ts, "HEARTBEAT_INTERVAL_S", 1)   # inherited by the forked workers
     monkeypatch.setattr(ts, "GRACE_PERIOD_S", 2)
@@ -213,7 +213,8 @@ def test_a_sigkilled_workers_trial_is_failed_retried_and_the_study_completes(pg_
 def test_tune_worker_joins_a_study_from_another_terminal(pg_url, jobs, store, tmp_path, monkeypatch, capsys):
     import threading
 
-    from tcbench import Store, cli
+    from tcbench import Store
+    from tcbench.cli import app as cli
 
     stop = threading.Event()
     first = retune_lr(SPEC, 32, n_trials=5, storage=pg_url, study_name="joined", store=store, stop=stop,
@@ -243,7 +244,7 @@ def _closed_port() -> int:
 
 def test_an_unreachable_server_is_one_named_line_without_the_password(jobs, store, capsys, tmp_path, monkeypatch):
     pytest.importorskip("psycopg2")
-    from tcbench import cli
+    from tcbench.cli import app as cli
 
     port = _closed_port()
     url = f"postgresql://u:secret@127.0.0.1:{port}/db"

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from tcbench import _probe
-from tcbench._env import static_env
+from tcbench.host import probe as _probe
+from tcbench.host.env import static_env
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tcbench import _profiles
-from tcbench._profiles import SOURCED, Profile, local_profile, profile, profile_names, profiles
+from tcbench.core import profiles as _profiles
+from tcbench.core.profiles import SOURCED, Profile, local_profile, profile, profile_names, profiles
 
 CATALOG = Path(__file__).resolve().parent.parent / "data" / "profiles.json"
 EXPECTED = {

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 import tcbench as tc
-from tcbench.cli import build_parser, main
+from tcbench.cli.app import build_parser, main
 from tcbench.parallel import (LinkAssumptions, ScalingProjection, calibrate_link, gradient_bytes, project_scaling,
                               ring_allreduce_s, ring_bytes_per_device)
 from tcbench.parallel import projection as projection_module
-from tcbench.parallel.cli import cmd_project_scaling
+from tcbench.cli.parallel import cmd_project_scaling
 
 MIB = 2**20
 BERT_LARGE = 340_000_000

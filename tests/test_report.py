@@ -14,10 +14,11 @@ import pandas as pd
 import pytest
 
 import tcbench as tc
-from tcbench import _report, plots
-from tcbench._compare import Comparison
-from tcbench._metrics import fmt_ratio, job_figures
-from tcbench._results import JobResult, StepRecord
+from tcbench import plots
+from tcbench.view import report as _report
+from tcbench.comparison import Comparison
+from tcbench.measure.metrics import fmt_ratio, job_figures
+from tcbench.core.results import JobResult, StepRecord
 
 SPEC = tc.JobSpec(model="bert-base-cased", size="tiny", backend="eager", batch_size=8, seq_len=16, steps=40,
                   warmup_steps=3)

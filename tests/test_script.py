@@ -18,10 +18,11 @@ from types import SimpleNamespace
 import pytest
 
 import tcbench as tc
-from tcbench import _runner, _track
-from tcbench._metrics import VERDICT_KINDS
-from tcbench._results import StepRecord
-from tcbench.cli import main
+from tcbench.runner import process as _runner
+from tcbench.job import track as _track
+from tcbench.measure.metrics import VERDICT_KINDS
+from tcbench.core.results import StepRecord
+from tcbench.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

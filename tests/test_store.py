@@ -6,8 +6,8 @@ import sqlite3
 import pytest
 
 from tcbench import JobSpec, Store, StepRecord
-from tcbench._history import get_run
-from tcbench._store import SCHEMA_VERSION, StoreError
+from tcbench.store.history import get_run
+from tcbench.store.api import SCHEMA_VERSION, StoreError
 
 
 def _rec(i: int, loss=None) -> StepRecord:
@@ -43,9 +43,9 @@ def test_an_older_store_is_upgraded_and_keeps_its_rows(tmp_path):
 def test_no_pickle_or_eval_on_load():
     import inspect
 
-    import tcbench._history as h
-    import tcbench._store as s
-    import tcbench._store_pg as pg
+    import tcbench.store.history as h
+    import tcbench.store.api as s
+    import tcbench.store.postgres as pg
 
     for mod in (s, h, pg):
         src = inspect.getsource(mod)

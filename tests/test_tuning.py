@@ -12,7 +12,7 @@ import math
 import pytest
 
 from tcbench import JobSpec
-from tcbench._results import JobResult, StepRecord
+from tcbench.core.results import JobResult, StepRecord
 from tcbench.tuning.retune import retune_lr, rule_lrs
 
 LEGACY = dict(noise=False, budget="equal_steps", pruner="median", sampler="tpe")   # the study mechanics
@@ -31,7 +31,7 @@ def _noise_job(spec):
 
 
 def _fake_run(calls: list, honour_stop: bool = True):
-    """A stand-in for tcbench._runner.run: loss curves whose quality depends on lr; NaN for lr > 0.015.
+    """A stand-in for tcbench.runner.process.run: loss curves whose quality depends on lr; NaN for lr > 0.015.
 
     honour_stop=False: the job finishes all its steps whatever the stop event says (a real job whose last
     records were still in the pipe when the pruner decided)."""
@@ -65,7 +65,7 @@ SPREAD = (-0.01, 0.0, 0.01, 0.005)   # the fake's per-batch held-out losses arou
 
 @pytest.fixture
 def fake(monkeypatch):
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     calls: list = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
@@ -124,7 +124,7 @@ def test_the_best_is_told_apart_from_each_guess_only_beyond_noise(fake, store):
 
 
 def test_a_study_in_which_nothing_learned_names_no_best(monkeypatch, store):
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     calls: list = []
     inner = _fake_run(calls)
@@ -149,7 +149,7 @@ JITTER = (0.0, 0.003, -0.002)   # the fake's held-out loss moves this much with 
 
 
 def test_finalists_are_trained_again_with_more_seeds_and_decide_the_best(monkeypatch, store, tmp_path):
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     calls: list = []
     inner = _fake_run(calls)
@@ -242,7 +242,7 @@ def test_halving_lets_a_third_of_the_trials_train_past_its_rung(fake, store):
 
 
 def test_pruned_after_the_job_finished_is_pruned_and_says_so(monkeypatch, store):
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     monkeypatch.setattr(runner, "run", _fake_run([], honour_stop=False))
     res = retune_lr(SPEC, 32, n_trials=14, seed=1, search_factor=50.0, store=store, **{**LEGACY, "sampler": "random"})
@@ -349,8 +349,8 @@ def test_a_prediction_equal_to_a_rule_shares_its_trial(fake, store):
 
 
 def test_cli_retune_lr_repeats_the_finalists_and_prints_them(monkeypatch, tmp_path, capsys):
-    import tcbench._runner as runner
-    from tcbench.cli import main
+    import tcbench.runner.process as runner
+    from tcbench.cli.app import main
 
     calls: list = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))

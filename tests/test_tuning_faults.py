@@ -23,8 +23,8 @@ import pytest
 
 import tcbench.tuning.storage as ts
 from tcbench import JobSpec, Store
-from tcbench._results import JobResult, StepRecord
-from tcbench._spec import SpecError
+from tcbench.core.results import JobResult, StepRecord
+from tcbench.core.spec import SpecError
 from tcbench.tuning.retune import retune_lr, rule_lrs
 
 LEGACY = dict(noise=False, budget="equal_steps")   # the study mechanics: the rules first, every trial `steps` long
@@ -46,7 +46,7 @@ def _noise_job(spec):
 
 
 def _fake_run(calls: list, interrupt_call: int | None = None):
-    """A stand-in for tcbench._runner.run: a loss curve best near lr 3e-3; honours the stop event like the runner.
+    """A stand-in for tcbench.runner.process.run: a loss curve best near lr 3e-3; honours the stop event like the runner.
 
     interrupt_call=n: the n-th job raises KeyboardInterrupt at its step 3 (the runner re-raises it, run recorded)."""
     def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
@@ -73,7 +73,7 @@ def _fake_run(calls: list, interrupt_call: int | None = None):
 
 @pytest.fixture
 def fake(monkeypatch):
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     calls: list = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
@@ -240,7 +240,7 @@ def test_a_stopped_trial_does_not_count_and_its_rule_guess_runs_again(fake, stor
 def test_a_keyboard_interrupt_does_not_count_and_its_rule_guess_runs_again(store, tmp_path, monkeypatch):
     import optuna
 
-    import tcbench._runner as runner
+    import tcbench.runner.process as runner
 
     calls: list = []
     monkeypatch.setattr(runner, "run", _fake_run(calls, interrupt_call=1))
@@ -295,7 +295,7 @@ def test_bad_storage_url_is_a_named_error_before_anything_starts(url, why, fake,
 
 
 def test_the_password_is_never_stored_or_printed(fake, store, tmp_path, capsys, monkeypatch):
-    from tcbench import cli
+    from tcbench.cli import app as cli
 
     url = f"sqlite:///file:{tmp_path / 'study.db'}?uri=true&password=secret"   # SQLite ignores the password
     res = retune_lr(SPEC, 32, **LEGACY, n_trials=2, storage=url, study_name="s", store=store)
@@ -328,7 +328,7 @@ HUGE_LR = 1e4   # AdamW's decoupled weight decay multiplies weights by (1 - lr·
 
 
 def _workers(parent: int | None = None, folder: str | None = None) -> dict[int, str]:
-    """Job processes (``python -m tcbench._worker ... <run folder>``): pid -> run folder."""
+    """Job processes (``python -m tcbench.job.worker ... <run folder>``): pid -> run folder."""
     found = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -338,7 +338,7 @@ def _workers(parent: int | None = None, folder: str | None = None) -> dict[int, 
             ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError, ValueError):
             continue   # gone meanwhile, or a zombie
-        if "tcbench._worker" in args and (parent is None or ppid == parent) and (
+        if "tcbench.job.worker" in args and (parent is None or ppid == parent) and (
                 folder is None or any(folder in a for a in args)):
             found[int(d.name)] = args[-1]
     return found

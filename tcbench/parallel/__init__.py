@@ -6,9 +6,9 @@ measurement), its assumptions (``LinkAssumptions``) and this machine's link fitt
 Modules: ``scaling`` (measured), ``projection`` (the model and the table), ``calibration`` (the fit), ``cli``
 (``tcbench scaling``, ``tcbench project-scaling``)."""
 
-from .calibration import calibrate_link, link_samples
-from .scaling import ScalingResult, load_scaling, scaling
-from .projection import (LinkAssumptions, ScalingProjection, gradient_bytes, project_scaling, ring_allreduce_s,
+from tcbench.parallel.calibration import calibrate_link, link_samples
+from tcbench.parallel.scaling import ScalingResult, load_scaling, scaling
+from tcbench.parallel.projection import (LinkAssumptions, ScalingProjection, gradient_bytes, project_scaling, ring_allreduce_s,
                          ring_bytes_per_device)
 
 __all__ = ["scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions",

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .projection import LinkAssumptions, _bad
+from tcbench.parallel.projection import LinkAssumptions, _bad
 
 
 def link_samples(results: Iterable[Any]) -> "Any":

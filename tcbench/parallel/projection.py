@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .._profiles import Profile, profile as _profile
+from tcbench.core.profiles import Profile, profile as _profile
 
 ALLREDUCE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 RING_ORDERS = ("by-node", "interleaved")
@@ -212,7 +212,7 @@ class ScalingProjection:
         """Scaling factor against devices, one line per profile and EFA setting (a plotly Figure)."""
         import plotly.graph_objects as go
 
-        from ..plots import _LAYOUT
+        from tcbench.view.plots import _LAYOUT
 
         fig = go.Figure(layout=dict(title="Projected data-parallel scaling (an estimate, not a measurement)<br><sub>"
                                           "scaling factor = throughput of n devices ÷ (n × one device's)</sub>",
@@ -235,7 +235,7 @@ def _params_of(params: int | None, spec: Any) -> int:
         return params
     if spec is None:
         raise _bad("params", None, "give params= (a parameter count) or spec= (a tcbench.JobSpec of a catalog model)")
-    from .._catalog import MODELS, approx_params
+    from tcbench.core.catalog import MODELS, approx_params
 
     if getattr(spec, "model", None) not in MODELS:
         raise _bad("spec.model", getattr(spec, "model", None),

@@ -17,12 +17,12 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from .._compare import _median as med
-from .._metrics import fmt_ratio, loss_parity, ratio_interval, steady
-from .._preflight import check as preflight
-from .._results import JobResult
-from .._spec import JobSpec, SpecError
-from .._store import Store
+from tcbench.comparison import _median as med
+from tcbench.measure.metrics import fmt_ratio, loss_parity, ratio_interval, steady
+from tcbench.runner.preflight import check as preflight
+from tcbench.core.results import JobResult
+from tcbench.core.spec import JobSpec, SpecError
+from tcbench.store.api import Store
 
 COLUMNS = ["nproc", "global_batch", "ok_runs", "median_step_ms", "samples_s", "scaling_factor", "ci_low", "ci_high",
            "allreduce_mib", "allreduce_ms", "comm_share", "parity", "parity_note", "verdict"]
@@ -95,7 +95,7 @@ class ScalingResult:
         """Scaling factor per process count with its interval, and the ideal (1.0)."""
         import plotly.graph_objects as go
 
-        from ..plots import _LAYOUT
+        from tcbench.view.plots import _LAYOUT
 
         t = self.table()
         fig = go.Figure(layout={**_LAYOUT, "title": "Measured scaling factor (throughput n ÷ (n × throughput 1))",
@@ -123,7 +123,7 @@ def scaling(spec: JobSpec, nprocs: Sequence[int] = (1, 2), rounds: int = 3, pari
     """Run ``spec`` at each process count in ``nprocs`` (``batch_size`` per process), ``rounds`` alternating
     rounds, and measure the scaling factor against the first count (see the module docstring). ``parity``: also
     run one process at each larger global batch once, for loss parity."""
-    from .._runner import run
+    from tcbench.runner.process import run
 
     counts = _check(nprocs, rounds)
     if spec.nnodes != 1:
@@ -157,7 +157,7 @@ def scaling(spec: JobSpec, nprocs: Sequence[int] = (1, 2), rounds: int = 3, pari
 
 def load_scaling(comparison_id: int, store: Store | None = None) -> ScalingResult:
     """Rebuild a stored ``scaling`` measurement (its runs, steps and parity runs from the store; nothing rerun)."""
-    from .._history import result_from_row
+    from tcbench.store.history import result_from_row
 
     store = store or Store()
     row = store.comparison_row(comparison_id)

@@ -6,11 +6,11 @@ Modules: ``maxbatch``, ``noise`` (the estimator), ``prediction`` (the formulas),
 ``storage`` (Optuna storages and heartbeats), ``workers`` (several processes on one study), ``twostage``,
 ``plots``, ``cli`` (the tuning commands)."""
 
-from .maxbatch import MaxBatchResult, find_max_batch
-from .noise import NoiseScale, noise_scale
-from .prediction import LrPrediction, predict_lr
-from .retune import RetuneResult, retune_lr, rule_lrs
-from .twostage import TwoStageResult, two_stage
+from tcbench.tuning.maxbatch import MaxBatchResult, find_max_batch
+from tcbench.tuning.noise import NoiseScale, noise_scale
+from tcbench.tuning.prediction import LrPrediction, predict_lr
+from tcbench.tuning.retune import RetuneResult, retune_lr, rule_lrs
+from tcbench.tuning.twostage import TwoStageResult, two_stage
 
 __all__ = ["find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction",
            "retune_lr", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult"]

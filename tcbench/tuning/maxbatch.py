@@ -19,9 +19,9 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from .._preflight import check as preflight
-from .._spec import BACKENDS, JobSpec
-from .._store import Store
+from tcbench.runner.preflight import check as preflight
+from tcbench.core.spec import BACKENDS, JobSpec
+from tcbench.store.api import Store
 
 Probe = Callable[[int], "tuple[bool, dict]"]
 PROBE_COLUMNS = ["backend", "batch_size", "status", "fits", "peak_mem_mb", "samples_s", "wall_s", "run_id", "reason",
@@ -124,7 +124,7 @@ class MaxBatchResult:
 
     def plot(self):
         """Peak memory of every probe against its batch size, the budget as a line, failures marked."""
-        from .plots import collect_probes, plot_probes
+        from tcbench.tuning.plots import collect_probes, plot_probes
 
         return plot_probes(collect_probes(self), self.budget_gb)
 
@@ -236,8 +236,8 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     stopped search resumes where it stopped, and a teammate's search on the same settings answers at once.
     ``optuna-dashboard URL`` shows it (best value: the largest batch that fitted).
     """
-    from .._profiles import profile as get_profile
-    from .._runner import backend_status, run
+    from tcbench.core.profiles import profile as get_profile
+    from tcbench.runner.process import backend_status, run
 
     prof = get_profile(profile)
     budget = float(memory_budget_gb) if memory_budget_gb is not None else prof.memory_budget_gb
@@ -246,7 +246,7 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     start = spec.batch_size if start is None else start
     search_max_batch(lambda b: (True, {}), start, max_batch, threading.Event(), multiple_of)  # validates only
     store = store or Store()
-    from .storage import open_storage
+    from tcbench.tuning.storage import open_storage
 
     backend_storage, shown = open_storage(storage, store.url())   # a bad URL is a named error before any probe
     study = None

@@ -139,7 +139,7 @@ def noise_scale(spec: Any, micro_batches: int = 2, observer: Any = None, stop: A
     gradient over ``micro_batches`` micro-batches (the same updates; the run is stored with the estimate in
     ``extra["noise_scale"]``). A job that fails or ends before 2 steady steps raises ``RuntimeError`` with why.
     A data-parallel ``spec`` (nproc > 1) is measured as one process at its global batch (``one_process``)."""
-    from .._runner import run
+    from tcbench.runner.process import run
 
     job = one_process(spec).replace(backend="eager", noise_micro_batches=micro_batches)
     res = run(job, observer, stop, store, label="noise-scale")
@@ -154,8 +154,8 @@ def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
     """The latest stored noise scale measured on ``spec``'s job (same fields except the micro-batch count)."""
     import json
 
-    from .._spec import JobSpec
-    from .._store import Store
+    from tcbench.core.spec import JobSpec
+    from tcbench.store.api import Store
 
     store = store or Store()
     want = one_process(spec).replace(backend="eager", noise_micro_batches=0).to_dict()

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..plots import _LAYOUT, color
+from tcbench.view.plots import _LAYOUT, color
 
 STATE_COLORS = {"COMPLETE": "#636EFA", "PRUNED": "#FFA15A", "FAIL": "#EF553B", "RUNNING": "#AB63FA",
                 "WAITING": "#B6B6B6"}

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .noise import NoiseScale, _fmt, noise_scale, stored_noise_scale
+from tcbench.tuning.noise import NoiseScale, _fmt, noise_scale, stored_noise_scale
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -136,7 +136,7 @@ def predict(noise: NoiseScale, old_lr: float, old_batch: int, new_batch: int, op
 def target_batch(spec: Any, new_batch_size: int | None = None, nproc: int | None = None) -> int:
     """The new global batch: ``new_batch_size``, or ``spec.batch_size × nproc × spec.nnodes`` (the same batch per
     process on ``nproc`` data-parallel processes per machine). Exactly one of the two is given."""
-    from .._spec import SpecError, check_number
+    from tcbench.core.spec import SpecError, check_number
 
     if (new_batch_size is None) == (nproc is None):
         raise SpecError("new_batch_size", new_batch_size, "a whole number ≥ 1, or nproc instead",

@@ -61,11 +61,11 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from .._preflight import check as preflight
-from .._spec import JobSpec
-from .._store import Store
-from .storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons, open_storage
-from .workers import Claim, check_workers, remember, run_workers
+from tcbench.runner.preflight import check as preflight
+from tcbench.core.spec import JobSpec
+from tcbench.store.api import Store
+from tcbench.tuning.storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons, open_storage
+from tcbench.tuning.workers import Claim, check_workers, remember, run_workers
 
 TRIAL_COLUMNS = ["number", "lr", "value", "value_se", "learned", "state", "rule", "status", "steps_run", "duration_s",
                  "run_id", "reason"]
@@ -201,7 +201,7 @@ class RetuneResult:
 
     def plots(self) -> dict:
         """Plotly figures: ``history``, ``lr`` (objective vs lr, both rules marked), ``intermediate``."""
-        from . import plots as tp
+        from tcbench.tuning import plots as tp
 
         return {"history": tp.plot_history(tp.collect_history(self)),
                 "lr": tp.plot_lr_objective(tp.collect_lr_objective(self), self.linear_lr, self.sqrt_lr, self.best_lr),
@@ -372,7 +372,7 @@ def _objective(spec: JobSpec, ctx: dict) -> Callable:
     from optuna.exceptions import UpdateFinishedTrialError
 
     def objective(trial: "optuna.Trial") -> float:
-        from .._runner import run
+        from tcbench.runner.process import run
 
         lr = trial.suggest_float("lr", ctx["low"], ctx["high"], log=True)
         if ctx.get("claim") is not None:   # the trial is RUNNING: other workers may count it and start theirs
@@ -572,7 +572,7 @@ def _repeat_finalists(spec: JobSpec, study: Any, ctx: dict, seeds: int, count: i
 
     Each repeat is a stored run of the study's comparison; its result is kept in the study (user attr
     ``finalists``), so a resumed study does not train it again."""
-    from .._runner import run
+    from tcbench.runner.process import run
 
     trials, _ = trials_frame(study)
     complete = trials[(trials["state"] == "COMPLETE") & trials["value"].notna()].sort_values("value")
@@ -647,8 +647,8 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     """
     import optuna
 
-    from .noise import one_process
-    from .prediction import target_batch
+    from tcbench.tuning.noise import one_process
+    from tcbench.tuning.prediction import target_batch
 
     processes = None if nproc is None else (spec.nproc, nproc)
     new_batch_size = target_batch(spec, new_batch_size, nproc)
@@ -661,7 +661,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
         raise ValueError(f"sampler={sampler!r} is not allowed; use {', '.join(map(repr, SAMPLERS))} or an optuna sampler")
     if isinstance(pruner, str) and pruner not in PRUNERS:
         raise ValueError(f"pruner={pruner!r} is not allowed; use {', '.join(map(repr, PRUNERS))} or an optuna pruner")
-    from .prediction import OPTIMIZERS
+    from tcbench.tuning.prediction import OPTIMIZERS
 
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(map(repr, OPTIMIZERS))}")
@@ -722,8 +722,8 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
 def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: Store, notify: Callable,
              stop: Any, processes: tuple[int, int] | None = None) -> tuple[Any, str]:
     """(the noise-scale prediction or None, why not); measuring the noise scale is one native job when needed."""
-    from .noise import NoiseScale, noise_scale, stored_noise_scale
-    from .prediction import predict
+    from tcbench.tuning.noise import NoiseScale, noise_scale, stored_noise_scale
+    from tcbench.tuning.prediction import predict
 
     if noise is False or noise is None:
         return None, "no prediction asked for (noise=False)"

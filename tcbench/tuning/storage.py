@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from .._spec import SpecError
-from .._store_pg import mask
+from tcbench.core.spec import SpecError
+from tcbench.store.postgres import mask
 
 HEARTBEAT_INTERVAL_S = 10   # a live study process writes its running trial's heartbeat this often
 GRACE_PERIOD_S = 60         # six missed heartbeats: the trial's process is taken to be gone

@@ -9,7 +9,7 @@ native (old batch, old lr) against compiled (new batch, retuned lr), the same nu
   until the exponentially smoothed training loss first reaches the native run's final smoothed
   loss; None when the compiled run never gets there;
 * **cost**: that time priced at the profile's on-demand rate, and the per-epoch cost of each
-  job's throughput (``tcbench._cost.cost``); on this machine the speed is this machine's.
+  job's throughput (``tcbench.core.cost.cost``); on this machine the speed is this machine's.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from .maxbatch import MaxBatchResult, find_max_batch
-from .._results import JobResult
-from .._spec import JobSpec
-from .._store import Store
-from .retune import RetuneResult, retune_lr
+from tcbench.tuning.maxbatch import MaxBatchResult, find_max_batch
+from tcbench.core.results import JobResult
+from tcbench.core.spec import JobSpec
+from tcbench.store.api import Store
+from tcbench.tuning.retune import RetuneResult, retune_lr
 
 
 def time_to_loss(result: JobResult, target: float, smoothing: float = 0.1) -> float | None:
@@ -76,7 +76,7 @@ class TwoStageResult:
 
     def summary(self) -> pd.DataFrame:
         """Native and compiled side by side: batch, lr, throughput, time to the target loss, cost."""
-        from .._cost import cost
+        from tcbench.core.cost import cost
 
         rows = []
         for label, job in (("native", self.native), ("compiled", self.compiled)):
@@ -99,7 +99,7 @@ class TwoStageResult:
 
     def plots(self) -> dict:
         """Figures: ``probes`` (stage 1), the retune figures (stage 2), ``time_to_loss`` (the final pair)."""
-        from . import plots as tp
+        from tcbench.tuning import plots as tp
 
         figs = {"probes": self.max_batch.plot()}
         if self.retune is not None:
@@ -125,7 +125,7 @@ def two_stage(spec: JobSpec, profile: str = "this-machine", backends: Sequence[s
     backend. ``tune_backend`` runs the retune trials on another backend (e.g. ``"eager"``: same
     learning dynamics, no compile per trial); by default it is the compiled backend.
     """
-    from .._runner import run
+    from tcbench.runner.process import run
 
     names = list(backends)
     if len(names) < 2:

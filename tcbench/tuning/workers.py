@@ -28,8 +28,8 @@ import os
 import time
 from typing import Any, Callable
 
-from .._spec import SpecError
-from .storage import _first_line, mask, open_storage
+from tcbench.core.spec import SpecError
+from tcbench.tuning.storage import _first_line, mask, open_storage
 
 SETTINGS_ATTR = "tcbench:worker"   # study user attr: what a joining worker needs beyond _check_resume's settings
 LOCK_SPACE = 0x7463                # the advisory lock's first key ("tc"); the second is the study's id
@@ -114,7 +114,7 @@ def run_workers(study: Any, ctx: dict, n_trials: int, n_workers: int, storage: A
     import multiprocessing
     from multiprocessing.connection import wait
 
-    from .retune import _counts, _optimize
+    from tcbench.tuning.retune import _counts, _optimize
 
     if n_workers == 1:
         return _optimize(study, make_objective(ctx), ctx, n_trials)
@@ -205,7 +205,7 @@ def _worker(i: int, storage: str, ctx: dict, study_name: str, sampler: Any, prun
 
     import optuna
 
-    from .retune import _optimize
+    from tcbench.tuning.retune import _optimize
 
     for conn in not_mine:
         conn.close()
@@ -232,11 +232,11 @@ def tune_worker(study_name: str, storage: str, n_workers: int = 1, store: Any = 
     (``retune.trials_frame``). Raises SpecError for a storage or study that cannot be joined."""
     import optuna
 
-    from .._preflight import check as preflight
-    from .._spec import JobSpec
-    from .._store import Store
-    from .retune import _make_pruner, _make_sampler, _objective, min_resource, prune_until, trials_frame
-    from .storage import heartbeat_on
+    from tcbench.runner.preflight import check as preflight
+    from tcbench.core.spec import JobSpec
+    from tcbench.store.api import Store
+    from tcbench.tuning.retune import _make_pruner, _make_sampler, _objective, min_resource, prune_until, trials_frame
+    from tcbench.tuning.storage import heartbeat_on
 
     store = store or Store()
     backend, shown = open_storage(storage, store.url())

@@ -1,0 +1,187 @@
+"""CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr``, ``retune-lr`` and ``tune-worker`` (added
+by ``cli.build_parser``)."""
+
+from __future__ import annotations
+
+import argparse
+
+# cli.py imports this module; its helpers are imported when called, so either import order works.
+
+
+def _progress(event: dict) -> None:
+    if event["type"] == "probe":
+        mark = "fits" if event["fits"] else f"does not fit ({event['reason'][:120]})"
+        mem = "" if event["peak_mem_mb"] is None else f", peak {event['peak_mem_mb']:.0f} MiB"
+        print(f"[tcbench] {event['backend']} batch {event['batch_size']}: {mark}{mem}", flush=True)
+    elif event["type"] == "trial":
+        tail = "pruned" if event["pruned"] else event["status"]
+        loss = "" if event["eval_loss"] is None else f", held-out loss {event['eval_loss']:.4f}"
+        print(f"[tcbench] trial {event['number']} lr={event['lr']:.3g}: {tail}{loss}", flush=True)
+    elif event["type"] == "prediction":
+        print(f"[tcbench] prediction: {event['text']}", flush=True)
+
+
+def cmd_max_batch(a: argparse.Namespace) -> int:
+    from tcbench.tuning.maxbatch import find_max_batch
+    from tcbench.cli.app import _backends, _print, _spec
+
+    names = _backends(a.backends)
+    res = find_max_batch(_spec(a, names[0]), profile=a.profile, backends=names, start=a.start,
+                            max_batch=a.max_batch, probe_steps=a.probe_steps, multiple_of=a.multiple_of, observer=_progress,
+                            memory_budget_gb=a.budget_gb, storage=a.storage, study_name=a.study_name)
+    print(f"profile {res.profile}, memory budget {res.budget_gb:g} GiB")
+    if res.study_name:
+        reused = int(res.probes().reused.sum())
+        print(f"study {res.study_name!r} in {res.storage}: {reused} of {len(res.probe_rows)} probe(s) answered from it")
+    _print(res.table())
+    if a.probes:
+        _print(res.probes())
+    return 0 if all(v for v in res.max_batch.values()) else 1
+
+
+def cmd_retune_lr(a: argparse.Namespace) -> int:
+    from tcbench.tuning.retune import retune_lr
+    from tcbench.cli.app import _print, _spec
+
+    try:
+        res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, nproc=a.new_nproc, n_trials=a.trials,
+                        storage=a.storage, study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps,
+                        eval_batches=a.eval_batches, search_factor=a.search_factor, seed=a.seed, pruner=a.pruner,
+                        observer=_progress, budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer,
+                        seeds=a.seeds, finalists=a.finalists, n_workers=a.workers)
+    except RuntimeError as exc:   # its workers failed: why, in one line each
+        print(f"error: {exc}")
+        return 1
+    if res.prediction is None and not a.no_prediction:
+        print(f"note: no noise-scale prediction: {res.prediction_note}")
+    _print(res.summary())
+    print(res.describe())
+    print(f"trials {len(res.trials)} (pruned {res.n_pruned}, failed {res.n_failed}; sampler {res.sampler}), wall "
+          f"{res.wall_s:.0f} s, steps run {res.total_steps} vs a plain grid's {res.grid_steps}")
+    if not res.finalists.empty:
+        _print(res.finalists[["number", "lr", "rule", "seeds", "mean", "se"]])
+    if a.trials_table:
+        _print(res.trials)
+    if a.storage:   # res.storage shows the URL with its password as ***
+        hint = "; put the password back in place of ***" if "***" in res.storage else ""
+        print(f"study {res.study_name!r} in {res.storage} (optuna-dashboard {res.storage} opens it{hint})")
+    return 0 if res.best_lr is not None else 1
+
+
+def cmd_tune_worker(a: argparse.Namespace) -> int:
+    from tcbench.tuning.workers import tune_worker
+
+    try:
+        trials = tune_worker(a.study, a.storage, n_workers=a.workers, observer=_progress)
+    except RuntimeError as exc:
+        print(f"error: {exc}")
+        return 1
+    complete = trials[trials["state"] == "COMPLETE"].sort_values("value")
+    best = ("" if complete.empty else
+            f"; lowest held-out loss {complete['value'].iloc[0]:.4f} at lr {complete['lr'].iloc[0]:.3g}")
+    print(f"study {a.study!r}: {len(trials)} trials ({len(complete)} complete){best}; retune-lr with the same "
+          "--study-name and --storage gives the full result")
+    return 0
+
+
+def cmd_noise_scale(a: argparse.Namespace) -> int:
+    from tcbench.tuning.noise import noise_scale
+    from tcbench.cli.app import _spec
+
+    try:
+        ns = noise_scale(_spec(a, "eager"), micro_batches=a.micro_batches)
+    except RuntimeError as exc:   # the job failed: its reason, in one line (the run is stored)
+        print(f"error: {exc}")
+        return 1
+    print(ns.describe())
+    print(f"run {ns.run_id}: tr(Σ) ≈ {ns.tr_sigma:.4g}, |G|² ≈ {ns.g2:.4g} (tcbench predict-lr uses it for this job)")
+    return 0
+
+
+def cmd_predict_lr(a: argparse.Namespace) -> int:
+    from tcbench.tuning.prediction import predict_lr
+    from tcbench.cli.app import _print, _spec
+
+    try:
+        p = predict_lr(_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches,
+                       nproc=a.new_nproc)
+    except RuntimeError as exc:
+        print(f"error: {exc}")
+        return 1
+    _print(p.table())
+    print(p.describe())
+    print(p.advice())
+    return 0
+
+
+def _target_args(p: argparse.ArgumentParser) -> None:
+    """The new batch: a global batch size, or a process count at the same per-process batch (one of them)."""
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--new-batch-size", type=int, help="the new (global) batch size")
+    g.add_argument("--new-nproc", type=int, help="the new number of data-parallel processes at the same --batch-size "
+                                                 "each: the new global batch is --batch-size × this")
+
+
+def add_subcommands(sub: "argparse._SubParsersAction") -> None:
+    """Add ``max-batch`` and ``retune-lr`` to the ``tcbench`` parser's subcommands."""
+    from tcbench.cli.app import _spec_args
+
+    p = sub.add_parser("max-batch", help="largest batch that fits under a profile's memory, per backend")
+    _spec_args(p)
+    p.add_argument("--backends", default="eager,inductor", help="comma-separated; the first is the native one")
+    p.add_argument("--start", type=int, default=None, help="first batch probed (default: --batch-size)")
+    p.add_argument("--max-batch", type=int, default=4096, help="stop growing here")
+    p.add_argument("--multiple-of", type=int, default=1, help="probe only multiples of this (e.g. 8)")
+    p.add_argument("--probe-steps", type=int, default=4, help="steps per probe job (1 warmup)")
+    p.add_argument("--budget-gb", type=float, default=None, help="override the profile's memory budget (GiB)")
+    p.add_argument("--probes", action="store_true", help="also print every probe")
+    p.add_argument("--storage", default=None, help="keep the probes as an Optuna study: 'store' or a URL "
+                   "(postgresql://…, sqlite:///…); a probe it holds is not run again")
+    p.add_argument("--study-name", default=None, help="the study (default: named from the settings)")
+    p.set_defaults(func=cmd_max_batch)
+    p = sub.add_parser("retune-lr", help="retune the learning rate after a batch-size change (Optuna)")
+    _spec_args(p)
+    p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"])
+    _target_args(p)
+    p.add_argument("--trials", type=int, default=12)
+    p.add_argument("--storage", default=None,
+                   help="'store' (tcbench's SQLite file) or a database URL; resumes, retries the trials of killed "
+                        "workers (heartbeat), never prints the password")
+    p.add_argument("--study-name", default=None)
+    p.add_argument("--sampler", default="auto", choices=["auto", "gp", "tpe", "random"],
+                   help="auto: Optuna's GPSampler up to 20 trials, else TPE")
+    p.add_argument("--pruner", default="halving", choices=["halving", "median", "none"],
+                   help="halving: successive halving at a third of each trial's steps; "
+                        "at most max(2, ceil(trials/3)) trials train past it")
+    p.add_argument("--budget", default="equal_samples", choices=["equal_samples", "equal_steps"],
+                   help="equal_samples: each trial trains steps x old/new batch steps (as many samples as the baseline)")
+    p.add_argument("--no-prediction", action="store_true", help="skip the noise-scale prediction (and its job)")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"], help="the prediction's form")
+    p.add_argument("--tune-steps", type=int, default=None, help="the baseline's steps (default: --steps)")
+    p.add_argument("--eval-batches", type=int, default=8, help="held-out batches for the objective")
+    p.add_argument("--search-factor", type=float, default=4.0, help="search [min(guesses)/f, max(guesses)*f]")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="train the finalists again with this many seeds in all; the best is then the lowest mean")
+    p.add_argument("--finalists", type=int, default=3, help="how many of the best trials --seeds repeats")
+    p.add_argument("--trials-table", action="store_true", help="also print every trial")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes on the study (more than 1 needs a PostgreSQL --storage)")
+    p.set_defaults(func=cmd_retune_lr)
+    p = sub.add_parser("tune-worker", help="join a retune-lr study on PostgreSQL and run its trials (another "
+                                           "terminal or machine)")
+    p.add_argument("study", help="the study's name (retune-lr prints it)")
+    p.add_argument("--storage", required=True, help="the study's PostgreSQL URL (postgresql://user@host:port/db); "
+                                                    "a password is never printed")
+    p.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
+    p.set_defaults(func=cmd_tune_worker)
+    p = sub.add_parser("noise-scale", help="measure the gradient noise scale of the native job (McCandlish B_simple)")
+    _spec_args(p)
+    p.add_argument("--micro-batches", type=int, default=2, help="micro-batches per step (divides --batch-size)")
+    p.set_defaults(func=cmd_noise_scale)
+    p = sub.add_parser("predict-lr", help="the learning rate for a new batch size from the gradient noise scale")
+    _spec_args(p)
+    _target_args(p)
+    p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],
+                   help="adam: the surge form (tcbench trains with AdamW); sgd: McCandlish's form")
+    p.add_argument("--micro-batches", type=int, default=2, help="for the noise-scale job when none is stored")
+    p.set_defaults(func=cmd_predict_lr)

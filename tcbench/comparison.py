@@ -1,0 +1,336 @@
+"""compare(): the native job and each compiled job, in separate processes and alternating rounds,
+summarised side by side with intervals and verdicts; noise_floor(): the same job against itself (A/A);
+compare_script(): a training script of your own, the same way (inside it, ``tcbench.track()`` or ``tcbench.hf``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import pandas as pd
+
+from tcbench.measure.metrics import (WHAT_TO_DO, break_even_range, break_even_steps, fmt_ratio, loss_parity, ratio_interval,
+                       steady, value_interval, verdict, warnings_for)
+from tcbench.core.results import JobResult
+from tcbench.runner.preflight import check as preflight
+from tcbench.runner.process import Observer, run
+from tcbench.core.spec import BACKENDS, JobSpec
+from tcbench.store.api import Store
+
+AA = " (A/A)"
+DEFAULT_ROUNDS = 3
+
+
+def _median(values: Sequence[Any]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def backend_of(label: str) -> str:
+    """The backend behind a job label (``"eager (A/A)"`` -> ``"eager"``)."""
+    return label[:-len(AA)] if label.endswith(AA) else label
+
+
+@dataclass
+class Comparison:
+    """A native job and its compiled counterparts, ``rounds`` alternating rounds each.
+
+    ``backends`` holds the job labels in order: the native backend first, then each compared backend
+    (an A/A twin of the native one is labelled ``"<backend> (A/A)"``). Jobs are paired by round.
+    """
+
+    spec: JobSpec
+    backends: list[str]
+    results: list[JobResult] = field(default_factory=list)
+    rounds: int = DEFAULT_ROUNDS
+    comparison_id: int | None = None
+    kind: str = "compare"
+
+    def by_backend(self, label: str) -> list[JobResult]:
+        return [r for r in self.results if r.name == label]
+
+    @property
+    def native(self) -> list[JobResult]:
+        return self.by_backend(self.backends[0])
+
+    def pairs(self, label: str) -> list[tuple[JobResult, JobResult]]:
+        """(native, compiled) jobs of the same round, for every round where both ran."""
+        nat = {r.round: r for r in self.native}
+        return [(nat[r.round], r) for r in self.by_backend(label) if r.round in nat]
+
+    def _row(self, label: str) -> dict[str, Any]:
+        jobs = self.by_backend(label)
+        oks = [r for r in jobs if r.ok]
+        status = "ok" if len(oks) == len(jobs) and jobs else ", ".join(sorted({r.status for r in jobs})) or "not run"
+        med = _median([r.median_step_s for r in oks])
+        mfus = [r for r in oks if r.mfu is None and r.mfu_note]
+        row: dict[str, Any] = dict(
+            backend=label, status=status, rounds=len(jobs), median_step_ms=None if med is None else med * 1e3,
+            step_cv=_median([r.step_cv for r in oks]), samples_s=_median([r.samples_s for r in oks]),
+            tokens_s=_median([r.tokens_s for r in oks]), compile_latency_s=_median([r.compile_latency_s for r in oks]),
+            cache=",".join(sorted({r.cache_state for r in oks if r.cache_state})),
+            peak_mem_mb=_median([r.peak_mem_bytes / 2**20 for r in oks if r.peak_mem_bytes is not None]),
+            mfu=None if mfus else _median([r.mfu for r in oks]), mfu_note=mfus[0].mfu_note if mfus else "",
+            noisy=any(r.noisy for r in jobs), noise="; ".join(f"round {r.round}: {r.noise_reason}" for r in jobs
+                                                            if r.noisy),
+            final_loss=_median([r.final_loss for r in oks]),
+            recompiles=max((r.recompiles_after_warmup or 0 for r in oks), default=None),
+            graph_breaks=max((r.graph_breaks or 0 for r in oks), default=None),
+            diagnosis=next((d["summary"] for r in jobs if (d := r.extra.get("diagnostics")) and "summary" in d), ""),
+            error="; ".join(r.error for r in jobs if r.error)[:500])
+        if label == self.backends[0]:
+            kind = "baseline"
+            text = "baseline (native PyTorch)" + (f"; noisy — {row['noise']}" if row["noisy"] else "")
+            row.update(_empty_pair_columns(), verdict_kind=kind, verdict=text, warnings=[])
+            return row
+        row.update(self._pair_columns(label, med))
+        return row
+
+    def _pair_columns(self, label: str, med: float | None) -> dict[str, Any]:
+        pairs = self.pairs(label)
+        complete = [(a, b) for a, b in pairs if a.ok and b.ok and steady(a.records) and steady(b.records)]
+        sp, lo, hi = ratio_interval([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
+                                     for a, b in complete])
+        mem, mem_lo, mem_hi = value_interval([a.peak_mem_bytes / b.peak_mem_bytes for a, b in complete
+                                              if a.peak_mem_bytes and b.peak_mem_bytes])
+        problems = [f"{r.name} round {r.round} ended {r.status}: {r.error.strip().splitlines()[-1][:160] if r.error else ''}"
+                    for a, b in pairs for r in (a, b) if not r.ok]
+        if not pairs:
+            problems.append("no round ran both jobs")
+        noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
+        kind, text = verdict(sp, lo, hi, noisy, problems, self.rounds)
+        if label.endswith(AA) and kind in ("faster", "slower"):   # the same job cannot be faster than itself:
+            kind, text = "inconclusive", (f"inconclusive: the job came out {kind} against itself, {fmt_ratio(sp)} "
+                                          f"(95 % interval {fmt_ratio(lo)}–{fmt_ratio(hi)}) — this machine drifted "
+                                          f"between rounds beyond the interval; {WHAT_TO_DO}")
+        nat_med = _median([a.median_step_s for a, _ in complete])
+        # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
+        compile_s = _median([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete
+                             if b.compile_latency_s is not None])
+        be_lo, be_hi = break_even_range(compile_s, nat_med, lo, hi) if kind == "faster" else (None, None)
+        be = {"faster": break_even_steps(compile_s, nat_med, med), "slower": float("inf")}.get(kind)
+        if kind == "faster" and be_lo is not None:
+            text += f"; compiling pays off after {be_lo:,.0f}–{be_hi:,.0f} steps"
+        elif kind == "slower":
+            text += "; compiling never pays off here"
+        parity = [loss_parity(a.records, b.records, self.spec.precision, self.spec.dropout == 0.0)
+                  for a, b in complete]
+        verdicts = [p for p, _, _ in parity if p is not None]
+        failed = [note for p, _, note in parity if p is False]
+        out = dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, memory_ratio=mem, memory_ci_low=mem_lo,
+                   memory_ci_high=mem_hi, extra_warmup_s=compile_s, break_even_steps=be, break_even_low=be_lo, break_even_high=be_hi,
+                   loss_parity=None if not verdicts else all(verdicts),
+                   loss_diff=_median([d for _, d, _ in parity]),
+                   loss_parity_note=(failed or [n for _, _, n in parity] or ["not judged: no complete pair"])[0],
+                   verdict_kind=kind, verdict=text)
+        recompiles = max((b.recompiles_after_warmup or 0 for _, b in complete), default=None)
+        out["warnings"] = warnings_for(kind, sp, compile_s, mem, mem_hi, recompiles)
+        if out["loss_parity"] is False:
+            out["warnings"].append(f"loss parity failed: {failed[0]}")
+        return out
+
+    def summary(self) -> pd.DataFrame:
+        """One row per job label: step time and its spread, throughput, compile latency, memory, speedup with
+        its 95 % interval, memory ratio, break-even range, MFU, noise, loss parity, warnings and the verdict."""
+        return pd.DataFrame([self._row(b) for b in self.backends])
+
+    def diagnostics(self) -> pd.DataFrame:
+        """What each compiler did and where: one row per job, kind (graph break / recompile / fallback / host
+        transfer), place (``where``: "file:line function") and reason (``why``), with ``count`` and ``advice``."""
+        from tcbench.job.diagnostics import table
+
+        return table(self)
+
+    def steps(self) -> pd.DataFrame:
+        """Every step record of every job (with run_id, backend label and round)."""
+        frames = []
+        for r in self.results:
+            df = r.steps()
+            df.insert(2, "round", r.round)
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def environment(self) -> dict[str, Any]:
+        """The stored environment of the comparison's first job (each job's is in ``result.env``)."""
+        return next((r.env for r in self.results if r.env), {})
+
+    def costs(self, profile: str | None = None, dataset_size: int = 100_000) -> pd.DataFrame:
+        """$ per 1,000 steps, per epoch of ``dataset_size`` samples and per 1M tokens on ``profile`` (default:
+        the spec's), from the measured throughput, and the % saved by compiling (``saved_pct``).
+
+        Measured here and priced at the profile's rate: the ``basis`` column says so.
+        """
+        from tcbench.core.cost import cost_table
+
+        s = self.summary()
+        rows = s[["backend", "samples_s"]].assign(batch_size=self.spec.batch_size, seq_len=self.spec.seq_len)
+        return cost_table(rows, profile or self.spec.profile, dataset_size=dataset_size, baseline=self.backends[0])
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{row['backend']}: {w}" for _, row in self.summary().iterrows() for w in row["warnings"]]
+
+    def to_json(self) -> str:
+        """The spec, the environment, the summary and every step, as JSON text."""
+        return json.dumps({"comparison_id": self.comparison_id, "kind": self.kind, "spec": self.spec.to_dict(),
+                           "backends": self.backends, "rounds": self.rounds,
+                           "environment": {r.name + f"#{r.round}": r.env for r in self.results},
+                           "summary": json.loads(self.summary().to_json(orient="records")),
+                           "steps": json.loads(self.steps().to_json(orient="records"))}, indent=1)
+
+    def to_html(self, path: str | None = None, profile: str | None = None) -> str:
+        """A self-contained HTML report (plotly inline); written to ``path`` when given. ``profile``: add a
+        cost section priced at that instance profile (default: the spec's, when it is not this machine)."""
+        from tcbench.view.report import comparison_html
+
+        html = comparison_html(self, profile=profile)
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(html)
+        return html
+
+    def __repr__(self) -> str:
+        return (f"Comparison(id={self.comparison_id}, model={self.spec.model!r}, size={self.spec.size!r}, "
+                f"backends={self.backends}, rounds={self.rounds}, jobs={[r.status for r in self.results]})")
+
+
+def _empty_pair_columns() -> dict[str, Any]:
+    return dict(speedup=None, speedup_ci_low=None, speedup_ci_high=None, memory_ratio=None, memory_ci_low=None,
+                memory_ci_high=None, extra_warmup_s=None, break_even_steps=None, break_even_low=None, break_even_high=None,
+                loss_parity=None, loss_diff=None, loss_parity_note="")
+
+
+def _check(spec: JobSpec, backends: Sequence[str], rounds: Any) -> None:
+    if not isinstance(spec, JobSpec):
+        raise TypeError(f"spec={spec!r} is not a tcbench.JobSpec")
+    for b in backends:
+        if b not in BACKENDS:
+            raise ValueError(f"backends contains {b!r}; allowed: {', '.join(BACKENDS)}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds={rounds!r} is not allowed; it must be a whole number >= 1")
+
+
+def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int = DEFAULT_ROUNDS,
+            observer: Observer | None = None, stop: threading.Event | None = None,
+            store: Store | None = None, kind: str = "compare") -> Comparison:
+    """Run ``spec`` natively and with each backend in ``backends``, ``rounds`` alternating rounds.
+
+    Rounds alternate the order (A B, then B A, ...) so a drift of the machine does not favour one side.
+    ``spec.backend`` inside ``backends`` runs the job against itself (A/A, labelled ``"eager (A/A)"``),
+    which must come out "no measurable difference": the calibration of the verdicts.
+    """
+    backends = list(backends)
+    _check(spec, backends, rounds)
+    spec = preflight(spec)   # once, before the comparison is stored or any job starts
+    store = store or Store()
+    labels = [spec.backend, *[b + AA if b == spec.backend else b for b in dict.fromkeys(backends)]]
+    cmp = Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind)
+    cmp.comparison_id = store.insert_comparison(kind, spec, labels, rounds, {})
+    status = "interrupted"
+    try:
+        for rnd in range(rounds):
+            for label in (labels if rnd % 2 == 0 else labels[::-1]):
+                if stop is not None and stop.is_set():
+                    break
+                job_spec = dataclasses.replace(spec, backend=backend_of(label))
+                cmp.results.append(run(job_spec, observer, stop, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
+                                       label=label if label.endswith(AA) else ""))
+        status = "interrupted" if stop is not None and stop.is_set() else "done"
+    finally:
+        store.finish_comparison(cmp.comparison_id, status,
+                                {"summary": json.loads(cmp.summary().to_json(orient="records"))})
+    return cmp
+
+
+def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str] = ("inductor",),
+                   rounds: int = DEFAULT_ROUNDS, observer: Observer | None = None,
+                   stop: threading.Event | None = None, store: Store | None = None, **spec_fields: Any) -> Comparison:
+    """Run ``python script *args`` natively (eager) and with each backend in ``backends``, ``rounds``
+    alternating rounds, each job in its own process; the same ``Comparison`` as ``compare``.
+
+    ``spec_fields`` are JobSpec fields: ``steps`` (the cap the script is measured for), ``warmup_steps``,
+    ``loss_every``, ``threads``, ``batch_size`` / ``seq_len`` (only used when the script does not report its
+    batch), ``model`` (the name the runs are shown under; default the script's file name), ``stall_s``, ...
+    A missing script, one that is not a ``.py`` file or arguments that are not a list of strings are a
+    ``SpecError`` naming ``script`` / ``script_args`` before any process starts.
+    """
+    spec = JobSpec(script=script, script_args=args, **spec_fields)
+    return compare(spec, backends=backends, rounds=rounds, observer=observer, stop=stop, store=store)
+
+
+def load_comparison(comparison_id: int, store: Store | None = None) -> Comparison:
+    """Rebuild a stored comparison (figures, steps and environment from the store, no rerun)."""
+    from tcbench.store.history import result_from_row
+
+    store = store or Store()
+    row = store.comparison_row(comparison_id)
+    cmp = Comparison(spec=JobSpec.from_stored(row["spec_json"]), backends=row["backends"].split(","),
+                     rounds=int(row["rounds"]), comparison_id=int(comparison_id), kind=row["kind"] or "compare")
+    for _, r in store.comparison_runs(comparison_id).iterrows():
+        cmp.results.append(result_from_row(r.to_dict(), store))
+    return cmp
+
+
+@dataclass
+class NoiseFloor:
+    """The smallest speedup this machine can currently resolve for a spec, from an A/A comparison.
+
+    ``resolvable``: a compiled job must be at least this many times faster (or 1/this slower) for the
+    95 % interval to exclude 1 under the noise measured now; ``verdict_kind`` must be
+    "no measurable difference" on a machine that measures honestly.
+    """
+
+    comparison: Comparison
+    speedup: float | None
+    low: float | None
+    high: float | None
+    verdict_kind: str
+    verdict: str
+
+    @property
+    def resolvable(self) -> float | None:
+        if self.low is None or self.high is None:
+            return None
+        return max(self.high, 1 / self.low)
+
+    def summary(self) -> dict[str, Any]:
+        return dict(comparison_id=self.comparison.comparison_id, backend=self.comparison.spec.backend,
+                    rounds=self.comparison.rounds, speedup=self.speedup, speedup_ci_low=self.low,
+                    speedup_ci_high=self.high, resolvable=self.resolvable, verdict_kind=self.verdict_kind,
+                    verdict=self.verdict)
+
+    def __repr__(self) -> str:
+        res = "unknown" if self.resolvable is None else f"{self.resolvable:.3f}×"
+        return f"NoiseFloor(resolvable={res}, verdict_kind={self.verdict_kind!r}, comparison_id={self.comparison.comparison_id})"
+
+
+def noise_floor(spec: JobSpec, rounds: int = DEFAULT_ROUNDS, observer: Observer | None = None,
+                stop: threading.Event | None = None, store: Store | None = None) -> NoiseFloor:
+    """Run ``spec`` against itself (A/A, ``rounds`` rounds) and report the smallest speedup resolvable now."""
+    store = store or Store()
+    cmp = compare(spec, backends=[spec.backend], rounds=rounds, observer=observer, stop=stop, store=store,
+                  kind="noise-floor")
+    row = cmp.summary().iloc[1]
+    nf = NoiseFloor(cmp, row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"], row["verdict_kind"],
+                    row["verdict"])
+    store.finish_comparison(cmp.comparison_id, "done" if not (stop and stop.is_set()) else "interrupted",
+                            {"noise_floor": nf.summary()})
+    return nf
+
+
+def latest_noise_floor(spec: JobSpec, store: Store | None = None) -> dict[str, Any] | None:
+    """The newest stored noise floor for the same model, size, batch, sequence, precision and threads (or None)."""
+    df = (store or Store()).query("SELECT spec_json, info_json, created FROM comparisons WHERE kind='noise-floor' "
+                                  "AND status='done' ORDER BY comparison_id DESC")
+    keys = ("model", "size", "backend", "batch_size", "seq_len", "precision", "threads")
+    for row in df.itertuples():
+        other = json.loads(row.spec_json)
+        if all(other.get(k) == getattr(spec, k) for k in keys):
+            info = json.loads(row.info_json or "{}").get("noise_floor")
+            if info:
+                return {**info, "created": row.created}
+    return None

@@ -1,0 +1,164 @@
+"""Result dataclasses: StepRecord (one optimizer step), JobFigures (what a job's steps add up to) and
+JobResult (one job: its spec, how it ended, its figures and its environment).
+
+Each has one list of fields; the store's columns and the history readers are derived from them
+(``tcbench.store.api``), so a new figure is added here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from tcbench.core.spec import JobSpec
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One optimizer step, measured after the device was synchronised.
+
+    ``loss`` is None on steps where the loss tensor was not read on the host (see
+    ``JobSpec.loss_every``); ``mem_bytes`` is the peak memory so far above the post-load baseline;
+    ``cpu_s`` is the CPU time the job's process used during the step (all its threads), so
+    ``cpu_s / (step_s * threads)`` is the share of the step's wall time the job had the CPU.
+    """
+
+    step: int
+    step_s: float
+    samples_s: float
+    tokens_s: float
+    mem_bytes: int
+    loss: float | None = None
+    warmup: bool = False
+    seq_len: int = 0
+    cpu_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """What a job's step records add up to (``tcbench.measure.metrics.job_figures``); None when the job ended first.
+
+    Spread of the steady steps: ``step_iqr_s`` (interquartile range) and ``step_cv`` (coefficient of
+    variation). ``cpu_share``: CPU time ÷ (wall time × threads) over the steady steps; ``wait_share``:
+    the share of that time the job's threads were runnable but waiting for a CPU (Linux schedstat);
+    ``steal_share``: the share of the machine's CPU time a hypervisor took meanwhile (/proc/stat).
+    ``noisy`` with ``noise_reason`` in words when the machine interfered or the steps scatter.
+    ``mfu`` is None when it cannot be reported honestly; ``mfu_note`` then says why.
+    """
+
+    median_step_s: float | None = None
+    samples_s: float | None = None
+    tokens_s: float | None = None
+    steady_steps: int = 0
+    step_iqr_s: float | None = None
+    step_cv: float | None = None
+    cpu_share: float | None = None
+    wait_share: float | None = None
+    steal_share: float | None = None
+    noisy: bool = False
+    noise_reason: str = ""
+    warmup_s: float | None = None
+    compile_latency_s: float | None = None
+    peak_mem_bytes: int | None = None
+    flops_per_step: float | None = None
+    peak_flops: float | None = None
+    mfu: float | None = None
+    mfu_note: str = ""
+    n_params: int | None = None
+    final_loss: float | None = None
+    recompiles_after_warmup: int | None = None
+    graph_breaks: int | None = None
+
+
+FIGURE_NAMES = tuple(f.name for f in dataclasses.fields(JobFigures))
+
+
+@dataclass
+class JobResult:
+    """What one job measured. Its figures are also readable as attributes (``result.median_step_s``).
+
+    ``env``: the environment the job ran in (versions, CPU, threads, load at start and end, host),
+    stored with the run; reports are built from it, never from the machine that renders them.
+    ``round`` and ``label`` place the job in its comparison (``label`` is e.g. ``"eager (A/A)"``).
+    """
+
+    spec: JobSpec
+    status: str
+    run_id: int | None = None
+    error: str = ""
+    records: list[StepRecord] = field(default_factory=list)
+    figures: JobFigures = field(default_factory=JobFigures)
+    cache_state: str = ""            # "cold" (the compile cache was filled by this job) / "warm" / "" (eager)
+    device: str = ""
+    wall_s: float | None = None
+    artifacts: str = ""
+    log_tail: str = ""
+    round: int = 0
+    label: str = ""
+    env: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        # the figures read as the result's own attributes (result.median_step_s, result.mfu, ...)
+        if name in FIGURE_NAMES:
+            return getattr(self.__dict__.get("figures") or JobFigures(), name)
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def name(self) -> str:
+        """The job's label in its comparison (the backend's name unless it is an A/A twin)."""
+        return self.label or self.spec.backend
+
+    def steps(self) -> pd.DataFrame:
+        """Every recorded step of this job as a DataFrame."""
+        cols = [f.name for f in dataclasses.fields(StepRecord)]
+        df = pd.DataFrame([r.to_dict() for r in self.records], columns=cols)
+        df.insert(0, "backend", self.name)
+        df.insert(0, "run_id", self.run_id)
+        return df
+
+    def losses(self) -> list[tuple[int, float]]:
+        return [(r.step, r.loss) for r in self.records if r.loss is not None and math.isfinite(r.loss)]
+
+    def summary_row(self) -> dict[str, Any]:
+        """One job in the units people read (ms, MiB), with its spread and noise verdict."""
+        s, f = self.spec, self.figures
+        ms = (lambda v: None if v is None else v * 1e3)
+        return dict(run_id=self.run_id, model=s.model, size=s.size, backend=self.name, batch_size=s.batch_size,
+                    seq_len=s.seq_len, precision=s.precision, threads=self.env.get("threads", s.threads),
+                    status=self.status, median_step_ms=ms(f.median_step_s), step_iqr_ms=ms(f.step_iqr_s),
+                    step_cv=f.step_cv, samples_s=f.samples_s, tokens_s=f.tokens_s,
+                    compile_latency_s=f.compile_latency_s, cache=self.cache_state,
+                    peak_mem_mb=None if f.peak_mem_bytes is None else f.peak_mem_bytes / 2**20,
+                    mfu=f.mfu, cpu_share=f.cpu_share, noisy=f.noisy, noise=f.noise_reason or f.mfu_note,
+                    final_loss=f.final_loss, recompiles=f.recompiles_after_warmup, error=self.error)
+
+    def __repr__(self) -> str:
+        f = self.figures
+        fig = "" if f.median_step_s is None else f", median_step_ms={f.median_step_s * 1e3:.1f}"
+        noisy = f", noisy={f.noise_reason!r}" if f.noisy else ""
+        err = f", error={self.error[:80]!r}" if self.error else ""
+        return f"JobResult(run_id={self.run_id}, job={self.name!r}, status={self.status!r}{fig}{noisy}{err})"
+
+
+def sql_type(cls: type, name: str) -> str:
+    """The SQLite column type for a dataclass field (REAL / INTEGER / TEXT), from its annotation."""
+    hints = typing.get_type_hints(cls)
+    text = str(hints[name])
+    if "float" in text:
+        return "REAL"
+    if "int" in text or "bool" in text:
+        return "INTEGER"
+    return "TEXT"

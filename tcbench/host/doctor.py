@@ -1,0 +1,155 @@
+"""``tcbench doctor``: what is installed, what each backend needs, and what is missing — with the pip command.
+
+One table of rows (``doctor()``, a DataFrame) and its plain-text view (``tcbench doctor``); the text has no
+colour and wraps to the terminal, so it reads the same in a narrow terminal, a log or an issue. Exit code 0
+when the core works (an optional part may be missing), 1 when it cannot run (a core package is missing or
+outside its supported range, the data folder is not found, or the eager backend is unavailable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import textwrap
+from typing import Any
+
+import pandas as pd
+
+from tcbench.host.requirements import (BACKEND_NEEDS, CORE, INSTALL, LAB, REQUIREMENTS, TESTED, XLA, Requirement, backend_check,
+                            cpp_compiler, fix_for, installed_versions, package_problem, xla_match_command)
+
+COLUMNS = ["kind", "name", "group", "installed", "tested", "supported", "ok", "detail", "fix"]
+DATA_FILES = ("profiles.json", "task/train.jsonl", "task/eval.jsonl", "task/tokenizer.json")
+GROUP_TITLES = {CORE: "core packages", LAB: "lab extra: JupyterLab panel, Voila app, gallery",
+                XLA: "xla extra: the xla backend"}
+
+
+def _system_rows() -> list[dict[str, Any]]:
+    from tcbench.host.env import _cpu_model, _version
+    from tcbench.core.profiles import _nvidia_gpus
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpus = _nvidia_gpus()
+    cxx, path = cpp_compiler()
+    fix = None if path else "apt-get install g++ (or conda install gxx), or set CXX"
+    row = lambda name, installed, detail, ok=True, fix=None: {"kind": "system", "name": name, "installed": installed,
+                                                             "ok": ok, "detail": detail, "fix": fix}
+    return [
+        row("tcbench", _version("tcbench") or "not installed", ""),
+        row("python", platform.python_version(),
+            f"{platform.python_implementation()}, {platform.platform(terse=True)}"),
+        row("cpu", f"{cores} cores", _cpu_model()),
+        row("gpu", str(len(gpus)), ", ".join(f"{name} ({gib:g} GiB)" for name, gib in gpus)
+            or "none (no NVIDIA GPU answered nvidia-smi)"),
+        row("c++ compiler", path, f"{cxx}, called by Inductor on CPU; CXX chooses another", path is not None, fix),
+        _data_row(),
+    ]
+
+
+def _data_row() -> dict[str, Any]:
+    """The data folder (built-in task, tokenizer, instance profiles): beside the package in a checkout."""
+    from tcbench.core.profiles import data_dir
+
+    folder = data_dir()
+    lost = [f for f in DATA_FILES if not (folder / f).is_file()]
+    return {"kind": "system", "name": "data", "installed": str(folder), "ok": not lost,
+            "detail": f"missing {', '.join(lost)}" if lost else "built-in task, tokenizer, instance profiles",
+            "fix": "set TCBENCH_DATA to the data/ folder of a tcbench checkout" if lost else None}
+
+
+def _package_fix(req: Requirement, version: str | None, versions: dict[str, str | None]) -> str:
+    """Missing: install its extra (torch_xla: the release matching torch); out of range: that package in range."""
+    if version is not None:
+        return fix_for(req)
+    if req.group == XLA and versions.get("torch"):
+        return xla_match_command(versions["torch"])
+    return INSTALL[req.group]
+
+
+def _package_rows(versions: dict[str, str | None]) -> list[dict[str, Any]]:
+    rows = []
+    for req in REQUIREMENTS:
+        version = versions.get(req.name)
+        problem = package_problem(req, version)
+        rows.append({"kind": "package", "name": req.name, "group": req.group, "installed": version,
+                     "tested": TESTED.get(req.name), "supported": req.spec, "ok": problem is None,
+                     "detail": problem or req.why, "fix": _package_fix(req, version, versions) if problem else None})
+    return rows
+
+
+def _backend_rows(versions: dict[str, str | None]) -> list[dict[str, Any]]:
+    rows = []
+    for name, needs in BACKEND_NEEDS.items():
+        ok, reason, fix = backend_check(name, versions)
+        rows.append({"kind": "backend", "name": name, "supported": needs, "ok": ok, "detail": reason, "fix": fix})
+    return rows
+
+
+def doctor() -> pd.DataFrame:
+    """What tcbench finds here, one row per item: the system (tcbench, Python, CPU, GPU, C++ compiler, data), each
+    core and optional package (installed vs tested version, supported range) and each backend (available or
+    why not, and what it needs). ``ok`` is False for what is missing or unusable; ``fix`` is the command."""
+    versions = installed_versions()
+    rows = _system_rows() + _package_rows(versions) + _backend_rows(versions)
+    return pd.DataFrame([{c: row.get(c) for c in COLUMNS} for row in rows], columns=COLUMNS)
+
+
+def core_works(table: pd.DataFrame) -> bool:
+    """Every core package installed in its range, the data folder found and the eager backend available."""
+    ok = {(kind, name): ok for kind, name, ok in zip(table.kind, table.name, table.ok)}
+    core = table[(table.kind == "package") & (table.group == CORE)]
+    return bool(core.ok.all() and ok[("backend", "eager")] and ok[("system", "data")])
+
+
+def _wrap(text: str, width: int, indent: str) -> list[str]:
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False, break_long_words=False) or [indent]
+
+
+def render(table: pd.DataFrame, width: int = 80) -> str:
+    """The plain-text report of a ``doctor()`` table, wrapped to ``width`` (at least 40) columns."""
+    width = max(width, 40)
+    rows = [{k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in r.items()}
+            for r in table.to_dict("records")]
+    system = {r["name"]: r for r in rows if r["kind"] == "system"}
+    cxx = system["c++ compiler"]
+    out = [f"tcbench {system['tcbench']['installed']} doctor"]
+    out += _wrap(f"python: {system['python']['installed']} ({system['python']['detail']})", width, "")
+    out += _wrap(f"cpu: {system['cpu']['detail']}, {system['cpu']['installed']}", width, "")
+    out += _wrap(f"gpu: {system['gpu']['detail']}", width, "")
+    out += _wrap(f"c++ compiler: {cxx['installed'] or 'NOT FOUND'} ({cxx['detail']})", width, "")
+    data = system["data"]
+    out += _wrap(f"data: {data['installed']} ({data['detail'] if data['ok'] else 'NOT FOUND: ' + data['detail']})",
+                 width, "")
+    for group in (CORE, LAB, XLA):
+        out += ["", *_wrap(f"{GROUP_TITLES[group]}: {INSTALL[group]}", width, "")]
+        out.append(f"  {'package':<13} {'installed':<12} {'tested':<8} supported")
+        for r in (r for r in rows if r["kind"] == "package" and r["group"] == group):
+            out.append(f"  {r['name']:<13} {r['installed'] or 'MISSING':<12} {r['tested'] or '-':<8} {r['supported']}")
+            if not r["ok"] and r["installed"]:
+                out += _wrap(f"^ {r['detail']}", width, "    ")
+    out += ["", "backends"]
+    for r in (r for r in rows if r["kind"] == "backend"):
+        out += _wrap(f"{r['name']}: {'available' if r['ok'] else 'UNAVAILABLE'} (needs {r['supported']})", width, "  ")
+        out += _wrap(r["detail"], width, "    ")
+    fixes: dict[str, list[str]] = {}
+    for r in rows:
+        if not r["ok"]:
+            fixes.setdefault(r["fix"] or "see above", []).append(r["name"])
+    out += ["", "missing: nothing" if not fixes else "missing (what, then how to fix it)"]
+    for fix, names in fixes.items():
+        out += _wrap(", ".join(names), width, "  ") + _wrap(fix, width, "    ")
+    if core_works(table):
+        out.append("result: the core works" + (" (optional parts are missing)" if fixes else ""))
+    else:
+        out.append("result: the core cannot run; fix what is missing above, the core first")
+    return "\n".join(out)
+
+
+def cli(a: argparse.Namespace | None = None) -> int:
+    """``tcbench doctor``: print the report; 0 when the core works, 1 when it cannot run."""
+    table = doctor()
+    print(render(table, width=min(shutil.get_terminal_size((80, 24)).columns, 100)))
+    return 0 if core_works(table) else 1

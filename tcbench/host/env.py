@@ -1,0 +1,92 @@
+"""The environment a job ran in, stored with every run: versions, CPU, threads, GPU, load, host.
+
+Read in the parent without importing torch (package metadata, /proc); the job adds what only it
+can see (GPU name and driver) and the parent adds the load at the job's end. Reports are built
+from what is stored, never from the machine that renders them.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+_PACKAGES = ("tcbench", "torch", "torch_xla", "transformers")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _commit() -> str | None:
+    """The git commit of the tcbench source this process runs (with ``+dirty`` for local changes), if any."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("+dirty" if dirty else "")) or None
+
+
+@functools.lru_cache(maxsize=1)
+def static_env() -> dict[str, Any]:
+    """What does not change while this process lives (read once)."""
+    env: dict[str, Any] = {name: _version(name) for name in _PACKAGES}
+    env.update(commit=_commit(), python=platform.python_version(), cpu=_cpu_model(), cores=os.cpu_count(),
+               cores_usable=len(os.sched_getaffinity(0)), host=socket.gethostname(),
+               platform=platform.platform(terse=True))
+    return env
+
+
+def load_now() -> dict[str, Any]:
+    """The load average (1, 5, 15 min) and the runnable / total processes right now (/proc/loadavg)."""
+    try:
+        with open("/proc/loadavg") as f:
+            parts = f.read().split()
+        running, total = parts[3].split("/")
+        return {"loadavg": [float(x) for x in parts[:3]], "runnable": int(running), "processes": int(total)}
+    except (OSError, ValueError, IndexError):
+        one, five, fifteen = os.getloadavg()
+        return {"loadavg": [one, five, fifteen], "runnable": None, "processes": None}
+
+
+def job_env(threads: int) -> dict[str, Any]:
+    """The environment of a job starting now with ``threads`` CPU threads."""
+    return {**static_env(), "threads": threads, "load_start": load_now()}
+
+
+def describe(env: dict[str, Any]) -> str:
+    """One line for a report's header or a terminal."""
+    if not env:
+        return "environment not recorded (a run from before tcbench stored it)"
+    gpu = f" · GPU {env['gpu']} (driver {env.get('gpu_driver') or '?'})" if env.get("gpu") else " · no GPU"
+    load = lambda k: f"{env[k]['loadavg'][0]:.2f}" if env.get(k) else "?"
+    commit = f" ({env['commit']})" if env.get("commit") else ""
+    return (f"tcbench {env.get('tcbench')}{commit} · Python {env.get('python')} · torch {env.get('torch')} · "
+            f"torch_xla {env.get('torch_xla') or '–'} · transformers {env.get('transformers')} · {env.get('cpu')}, "
+            f"{env.get('cores')} cores, {env.get('threads')} thread(s) per job{gpu} · load {load('load_start')} at "
+            f"start, {load('load_end')} at end · host {env.get('host')}")

@@ -1,0 +1,149 @@
+"""The Backend protocol: how one training step runs on one compiler stack.
+
+A backend owns the device, the optimizer and the compiled step. The worker calls, in order:
+``setup`` (device and caches, before any autograd), ``prepare`` (model and optimizer),
+then ``step`` + ``sync`` per optimizer step, and ``counters``/``diagnostics``/``report`` at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Protocol
+
+from tcbench.core.spec import JobSpec
+
+
+class BackendUnavailable(RuntimeError):
+    """Raised by ``setup`` when this backend cannot run this spec here; the job's status is ``unavailable``."""
+
+
+class Backend(Protocol):
+    name: str
+
+    def available(self) -> tuple[bool, str]:
+        """(usable, reason) without creating a device; the reason says why not."""
+
+    def setup(self, spec: JobSpec, cache_dir: str) -> Any:
+        """Configure caches and create the device; returns the torch device."""
+
+    def prepare(self, model: Any, spec: JobSpec) -> None:
+        """Move the model, build the optimizer and (for compilers) the compiled step."""
+
+    def step(self, batch: dict) -> Any:
+        """One optimizer step (forward, backward, update); returns the detached loss tensor."""
+
+    def sync(self) -> None:
+        """Block until the device has finished the step (the timer stops after this)."""
+
+    def peak_memory(self) -> int | None:
+        """Peak device bytes where the device reports them (CUDA, XLA); None: use process RSS."""
+
+    def counters(self) -> dict:
+        """Compiler counters: compiles, graph breaks, ... (cheap; read after warmup and at the end)."""
+
+    def diagnostics(self) -> dict:
+        """What the compiler did and where (graph breaks, recompiles, fallbacks, host transfers) as plain data
+        (``tcbench.job.diagnostics.Collector.collect``); ``{}`` for a backend without a compiler."""
+
+    def report(self) -> str:
+        """The compiler's own report text (kept in the run's artifacts when debug=True)."""
+
+
+def autocast_ctx(device_type: str, precision: str):
+    """Autocast for bf16/fp16 mixed precision; a no-op context for fp32."""
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device_type, dtype=dtype)
+
+
+def adamw(params: Any, spec: JobSpec, device_type: str, fused: bool) -> Any:
+    """AdamW with the fastest kernel the device offers (fused on CPU/CUDA, foreach otherwise)."""
+    import torch
+
+    if fused and device_type in ("cpu", "cuda"):
+        return torch.optim.AdamW(params, lr=spec.lr, fused=True)
+    return torch.optim.AdamW(params, lr=spec.lr, foreach=True)
+
+
+def local_device(spec: JobSpec | None = None) -> Any:
+    """CUDA when present (capped to the profile's per-device memory when the GPU is larger), else CPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    index = int(os.environ.get("LOCAL_RANK", "0"))   # torchrun: one GPU per data-parallel process
+    torch.cuda.set_device(index)
+    if spec is not None and spec.memory_budget_gb:
+        total = torch.cuda.get_device_properties(index).total_memory
+        fraction = spec.memory_budget_gb * 2**30 / total
+        if fraction < 1.0:   # the result is then what an instance with that much memory would give
+            torch.cuda.set_per_process_memory_fraction(fraction, index)
+    return torch.device("cuda", index)
+
+
+class CommLog:
+    """What DDP's gradient all-reduce cost per step: bytes sent into the collective and seconds from a bucket's
+    launch to its completion (a bucket waits for the slowest process too; buckets overlap the backward, so the
+    seconds are the communication's length, not the time it added to the step)."""
+
+    def __init__(self, compress: bool) -> None:
+        import threading
+
+        self.compress = compress   # fp16/bf16 jobs all-reduce in FP16, as SageMaker's data-parallel library does
+        self.lock = threading.Lock()
+        self.bytes, self.seconds, self.buckets = 0, 0.0, 0
+
+    def add(self, nbytes: int, seconds: float) -> None:
+        with self.lock:
+            self.bytes += nbytes
+            self.seconds += seconds
+            self.buckets += 1
+
+    def take(self) -> dict:
+        """This step's totals (and reset): {"allreduce_bytes", "allreduce_s", "buckets"}."""
+        with self.lock:
+            out = {"allreduce_bytes": self.bytes, "allreduce_s": self.seconds, "buckets": self.buckets}
+            self.bytes, self.seconds, self.buckets = 0, 0.0, 0
+        return out
+
+
+def _timed_allreduce(log, bucket):   # no annotations: DDP checks them (and ours are strings here)
+    """A DDP communication hook: the default all-reduce (mean of the gradients), timed, in FP16 if asked."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    buffer = bucket.buffer()
+    tensor = buffer.to(torch.float16) if log.compress and buffer.dtype != torch.float16 else buffer
+    tensor.div_(dist.get_world_size())
+    t0 = time.perf_counter()
+    fut = dist.all_reduce(tensor, async_op=True).get_future()
+
+    def done(f: Any) -> Any:
+        out = f.value()[0]
+        log.add(out.numel() * out.element_size(), time.perf_counter() - t0)
+        if out is not buffer:
+            buffer.copy_(out)
+        return buffer
+
+    return fut.then(done)
+
+
+def data_parallel(model: Any, device: Any, precision: str) -> tuple[Any, CommLog | None]:
+    """(the model wrapped in DistributedDataParallel with a timed all-reduce, its CommLog) under torchrun with
+    more than one process; (the model, None) otherwise."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized() or dist.get_world_size() == 1:
+        return model, None
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    log = CommLog(compress=precision in ("fp16", "bf16"))
+    ddp.register_comm_hook(log, _timed_allreduce)
+    return ddp, log

@@ -1,0 +1,105 @@
+"""Native PyTorch: the baseline every compiled backend is compared with."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from tcbench.core.spec import JobSpec
+from tcbench.job.factory import loss_of
+from tcbench.job.backends.base import adamw, autocast_ctx, data_parallel, local_device
+
+
+class EagerBackend:
+    name = "eager"
+
+    def available(self) -> tuple[bool, str]:
+        from tcbench.host.requirements import backend_status
+
+        return backend_status(self.name)   # package metadata only: torch is not imported
+
+    def setup(self, spec: JobSpec, cache_dir: str) -> Any:
+        self.device = local_device(spec)
+        self.spec = spec
+        return self.device
+
+    def prepare(self, model: Any, spec: JobSpec) -> None:
+        import torch
+
+        self.model, self.comm = data_parallel(model.to(self.device).train(), self.device, spec.precision)
+        self.opt = adamw(self.model.parameters(), spec, self.device.type, fused=True)
+        self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
+        self.forward, self.opt_step = self.model, self.opt.step   # the compiled backend swaps these
+        self.noise: list[dict] = []   # the noise-scale measurement's per-step samples (noise_micro_batches)
+
+    def step(self, batch: dict) -> Any:
+        if self.spec.noise_micro_batches:
+            return self._noise_step(batch, self.spec.noise_micro_batches)
+        with autocast_ctx(self.device.type, self.spec.precision):
+            loss = loss_of(self.forward(**batch))
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.opt_step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    def _noise_step(self, batch: dict, k: int) -> Any:
+        """One optimizer step on the mean of k micro-batch gradients (the same update as the whole batch), keeping
+        |G_b|² (the micro-batches' mean squared norm) and |G_B|² (the mean gradient's) for the noise scale."""
+        import torch
+
+        from tcbench.job.factory import batch_size_of
+
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        n = batch_size_of(batch)
+        parts = [{key: v.chunk(k)[i] if getattr(v, "ndim", 0) and v.shape[0] == n else v for key, v in batch.items()}
+                 for i in range(k)]
+        total, small, losses = None, 0.0, []
+        for part in parts:
+            loss = loss_of(self.forward(**part))
+            grads = [torch.zeros_like(p) if g is None else g
+                     for p, g in zip(params, torch.autograd.grad(loss, params, allow_unused=True))]
+            small += float(torch.stack(torch._foreach_norm(grads)).double().pow(2).sum())
+            if total is None:
+                total = grads
+            else:
+                torch._foreach_add_(total, grads)
+            losses.append(loss.detach())
+        torch._foreach_div_(total, float(k))
+        big = float(torch.stack(torch._foreach_norm(total)).double().pow(2).sum())
+        for p, g in zip(params, total):
+            p.grad = g
+        self.opt_step()
+        self.opt.zero_grad(set_to_none=True)
+        self.noise.append({"small_sq": small / k, "big_sq": big})
+        return torch.stack(losses).mean()
+
+    def noise_samples(self) -> list[dict]:
+        """Per step (in order): |G_b|² and |G_B|² of the noise-scale measurement ([] when it is off)."""
+        return list(getattr(self, "noise", []))
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def peak_memory(self) -> int | None:
+        if self.device.type == "cuda":
+            import torch
+
+            return int(torch.cuda.max_memory_allocated())
+        return None
+
+    def counters(self) -> dict:
+        return {}
+
+    def diagnostics(self) -> dict:
+        return {}
+
+    def report(self) -> str:
+        return "eager: no compiler report"

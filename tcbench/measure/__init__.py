@@ -1,0 +1,1 @@
+"""Pure functions from records to figures: steady state, intervals, verdicts, break-even, warnings, loss parity."""

@@ -1,0 +1,291 @@
+"""Figures from step records, exactly as the README's measurement protocol defines them.
+
+Per job: median steady step, its spread (IQR, CV), the share of wall time the job had the CPU, a
+``noisy`` flag with its reason, compile latency, peak memory, MFU (never above 1). Per pair of
+jobs: the speedup with a 95 % interval (a two-level bootstrap over rounds and steady steps), the
+verdict, break-even steps as a range, loss parity judged only when the native job learned.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Sequence
+
+import numpy as np
+
+from tcbench.core.results import JobFigures, StepRecord
+
+# -- noise: when a job's steady steps cannot be trusted ---------------------------------------------
+NOISY_WAIT_SHARE = 0.10     # threads runnable but waiting for a CPU more than 10 % of the steady time
+NOISY_CPU_SHARE = 0.75      # the job had the CPU less than 75 % of its wall time (x threads)
+NOISY_CV = 0.5              # steady steps scatter: coefficient of variation above 50 % (and a robust one above 25 %)
+NOISY_STEAL = 0.10          # the hypervisor took more than 10 % of the machine's CPU time (steal) while the job ran
+MIN_STEADY = 3              # fewer steady steps than this: no spread, so no verdict
+
+# -- verdicts ------------------------------------------------------------------------------------------
+CONFIDENCE = 0.95
+N_BOOT = 2000
+RESOLVE = 1.25              # an interval containing 1 and inside [1/1.25, 1.25] is "no measurable difference";
+                            # wider, it is "inconclusive" (it cannot tell a 25 % difference)
+VERDICT_KINDS = ("baseline", "faster", "slower", "no measurable difference", "inconclusive")
+WHAT_TO_DO = "run with threads=1, more rounds (e.g. rounds=5) or on a quiet machine"
+
+# -- loss parity -----------------------------------------------------------------------------------------
+LEARN_MIN_DROP = 0.02       # the native loss must fall by > 2 % of its start and > 3 noise units of its windows
+PARITY_DROP_SHARE = 0.2     # the compiled job's last window within 20 % of the native drop (or 3 noise units)
+EARLY_STEPS = 3             # with dropout=0: the first 3 logged losses agree within a tolerance per precision
+EARLY_RTOL = {"fp32": 5e-3, "bf16": 5e-2, "fp16": 5e-2}
+
+WARN_SPEEDUP = 0.95
+WARN_COMPILE_S = 120.0
+WARN_MEMORY_RATIO = 0.9
+
+
+def steady(records: Sequence[StepRecord]) -> list[StepRecord]:
+    return [r for r in records if not r.warmup]
+
+
+def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share: float | None,
+           steal_share: float | None, blocks: bool = False) -> tuple[float | None, float | None, float | None, list[str]]:
+    """IQR, CV, CPU share of the steady steps and the reasons to distrust them. ``blocks``: the job blocks in its
+    own collectives (a data-parallel rank waits for the others' gradients), so a CPU share below 1 is no sign of
+    another process; only its threads' wait for a CPU (the run queue) says so."""
+    times = sorted(r.step_s for r in st)
+    reasons: list[str] = []
+    iqr = cv = share = None
+    if len(times) >= 2:
+        q = statistics.quantiles(times, n=4, method="inclusive")
+        iqr = q[2] - q[0]
+        cv = statistics.stdev(times) / statistics.fmean(times)
+        # one slow outlier (a GC pause) moves the CV but not the median: judge scatter by the robust spread too
+        robust_cv = iqr / 1.349 / med if med else 0.0
+        if cv > NOISY_CV and robust_cv > NOISY_CV / 2:
+            reasons.append(f"its steady steps scatter (CV {cv:.0%}, IQR {iqr * 1e3:.1f} ms on a "
+                           f"{med * 1e3:.1f} ms median)")
+    cpu = [r.cpu_s for r in st if r.cpu_s is not None]
+    lost = []
+    if threads and len(cpu) == len(st) and st:
+        share = sum(cpu) / (sum(r.step_s for r in st) * threads)
+        if share < NOISY_CPU_SHARE and not blocks:
+            lost.append(f"the job had the CPU {share:.0%} of its wall time ({threads} thread(s))")
+    if wait_share is not None and wait_share > NOISY_WAIT_SHARE:
+        lost.append(f"its threads waited for a CPU {wait_share:.0%} of the time")
+    if lost:   # a wait alone may be the job's own threads outnumbering the cores (XLA's CPU runtime keeps its own)
+        why = ("another process was running" if len(lost) > 1 or wait_share is None or wait_share <= NOISY_WAIT_SHARE
+               else "another process was running, or the job's threads outnumbered the cores (a runtime's own "
+                    "threads count: XLA's on CPU)")
+        reasons.append(" and ".join(lost) + ": " + why)
+    if steal_share is not None and steal_share > NOISY_STEAL:
+        reasons.append(f"the hypervisor took {steal_share:.0%} of the machine's CPU time (steal): the host is busy")
+    if len(st) < MIN_STEADY:
+        reasons.append(f"only {len(st)} steady step(s): too few to know their spread")
+    return iqr, cv, share, reasons
+
+
+def job_figures(records: Sequence[StepRecord], batch_size: int, warmup_steps: int, threads: int | None = None,
+                wait_share: float | None = None, probe: dict | None = None, steal_share: float | None = None,
+                blocks: bool = False, **given: Any) -> JobFigures:
+    """All of a job's figures from its step records (``blocks``: a data-parallel job, see ``_noise``).
+
+    ``probe``: the matmul peak used for MFU (``{"flops": ..., "disturbed": reason or ""}``);
+    ``given``: figures the job reported itself (n_params, flops_per_step, recompiles_after_warmup, graph_breaks).
+    """
+    st = steady(records)
+    warm = [r for r in records if r.warmup]
+    losses = [r.loss for r in records if r.loss is not None]
+    fig: dict[str, Any] = dict(given, warmup_s=sum(r.step_s for r in warm) if warm else None,
+                               peak_mem_bytes=max((r.mem_bytes for r in records), default=None),
+                               final_loss=losses[-1] if losses else None, steady_steps=len(st))
+    if not st:
+        return JobFigures(**fig)
+    med = statistics.median(r.step_s for r in st)
+    tokens = statistics.median(batch_size * r.seq_len for r in st)
+    iqr, cv, share, reasons = _noise(st, med, threads, wait_share, steal_share, blocks)
+    fig.update(median_step_s=med, samples_s=batch_size / med, tokens_s=tokens / med, step_iqr_s=iqr, step_cv=cv,
+               cpu_share=share, wait_share=wait_share, steal_share=steal_share, noisy=bool(reasons), noise_reason="; ".join(reasons))
+    if len(warm) == warmup_steps and warmup_steps > 0:
+        fig["compile_latency_s"] = max(sum(r.step_s for r in warm) - warmup_steps * med, 0.0)
+    fig["mfu"], fig["mfu_note"] = mfu(given.get("flops_per_step"), med, probe)
+    if probe:
+        fig["peak_flops"] = probe.get("flops")
+    return JobFigures(**fig)
+
+
+def mfu(flops_per_step: float | None, step_s: float, probe: dict | None) -> tuple[float | None, str]:
+    """(MFU, note): None with the reason when the figure would not be honest (no probe, a disturbed
+    probe, or a value above 1, which means the probe under-measured the machine's peak)."""
+    if not flops_per_step:
+        return None, "MFU unknown: no FLOP count for this model"
+    if not probe or not probe.get("flops"):
+        return None, "MFU unknown: " + ((probe or {}).get("error") or "no peak-FLOPs probe")
+    if probe.get("disturbed"):
+        return None, f"MFU not reported: the peak-FLOPs probe was disturbed ({probe['disturbed']})"
+    value = flops_per_step / step_s / probe["flops"]
+    if value > 1:
+        return None, (f"MFU not reported: it would be {value:.2f} > 1, so the peak-FLOPs probe under-measured "
+                      "this machine (run it again on a quiet machine)")
+    return value, ""
+
+
+# -- pairs: speedup interval, verdict, break-even, warnings ---------------------------------------------
+def ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n_boot: int = N_BOOT,
+                   seed: int = 0) -> tuple[float | None, float | None, float | None]:
+    """(point, low, high) of a ratio native ÷ compiled from per-round steady step times.
+
+    Point: the geometric mean over rounds of median(native) ÷ median(compiled) within each round (jobs
+    are paired by round). Interval: a two-level percentile bootstrap — rounds resampled with
+    replacement, then each chosen round's steady steps — so both run-to-run and step-to-step spread
+    count. With one round only the step-to-step spread is known.
+    """
+    pairs = [(np.asarray(a, float), np.asarray(b, float)) for a, b in pairs if len(a) and len(b)]
+    if not pairs:
+        return None, None, None
+    point = math.exp(statistics.fmean(math.log(np.median(a) / np.median(b)) for a, b in pairs))
+    rng = np.random.default_rng(seed)
+    logs = np.empty((len(pairs), n_boot))
+    for i, (a, b) in enumerate(pairs):
+        ma = np.median(rng.choice(a, size=(n_boot, len(a))), axis=1)
+        mb = np.median(rng.choice(b, size=(n_boot, len(b))), axis=1)
+        logs[i] = np.log(ma / mb)
+    pick = rng.integers(0, len(pairs), size=(n_boot, len(pairs)))
+    stat = np.exp(logs[pick, np.arange(n_boot)[:, None]].mean(axis=1))
+    alpha = (1 - CONFIDENCE) / 2
+    return point, float(np.quantile(stat, alpha)), float(np.quantile(stat, 1 - alpha))
+
+
+def value_interval(values: Sequence[float], n_boot: int = N_BOOT,
+                   seed: int = 0) -> tuple[float | None, float | None, float | None]:
+    """(geometric mean, low, high) of per-round ratios (e.g. memory); no interval from a single round."""
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None, None, None
+    point = math.exp(statistics.fmean(math.log(v) for v in vals))
+    if len(vals) < 2:
+        return point, None, None
+    rng = np.random.default_rng(seed)
+    logs = np.log(np.asarray(vals))[rng.integers(0, len(vals), size=(n_boot, len(vals)))].mean(axis=1)
+    alpha = (1 - CONFIDENCE) / 2
+    return point, float(np.exp(np.quantile(logs, alpha))), float(np.exp(np.quantile(logs, 1 - alpha)))
+
+
+def verdict(speedup: float | None, low: float | None, high: float | None, noisy: Sequence[str],
+            problems: Sequence[str], rounds: int) -> tuple[str, str]:
+    """(kind, sentence). ``faster``/``slower`` only when the 95 % interval excludes 1 and no job was noisy."""
+    single = " (single round: no run-to-run spread)" if rounds == 1 else ""
+    if problems:
+        return "inconclusive", "inconclusive: " + "; ".join(problems)
+    if speedup is None or low is None or high is None:
+        return "inconclusive", "inconclusive: no steady steps to compare"
+    ci = f"{fmt_ratio(speedup)} (95 % interval {fmt_ratio(low)}–{fmt_ratio(high)}){single}"
+    if noisy:
+        which = noisy[0] if len(noisy) == 1 else f"{len(noisy)} jobs were disturbed, e.g. {noisy[0]}"
+        return "inconclusive", f"inconclusive: {which} — {WHAT_TO_DO}. Measured {ci}"
+    if low > 1:
+        return "faster", f"faster: {ci}"
+    if high < 1:
+        return "slower", f"slower: {ci}"
+    if high <= RESOLVE and low >= 1 / RESOLVE:
+        return "no measurable difference", (f"no measurable difference: {ci} contains 1; a difference smaller "
+                                            f"than {max(high, 1 / low) - 1:.0%} cannot be resolved here now")
+    return "inconclusive", (f"inconclusive: {ci} contains 1 but is too wide to tell a "
+                            f"{RESOLVE - 1:.0%} difference — {WHAT_TO_DO}")
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A ratio for people: 2 decimals, 3 when 2 would hide a difference from 1."""
+    if x is None or not math.isfinite(x):
+        return "–"
+    text = f"{x:.2f}×"
+    return f"{x:.3f}×" if text == "1.00×" and x != 1 else text
+
+
+def break_even_range(compile_latency_s: float | None, native_step_s: float | None,
+                     low: float | None, high: float | None) -> tuple[float | None, float | None]:
+    """(fewest, most) steps after which compiling has paid for itself, from the speedup interval.
+
+    Only meaningful when the compiled job is measurably faster (``low > 1``); else (None, None)."""
+    if None in (compile_latency_s, native_step_s, low, high) or low <= 1:
+        return None, None
+    return (break_even_steps(compile_latency_s, native_step_s, native_step_s / high),
+            break_even_steps(compile_latency_s, native_step_s, native_step_s / low))
+
+
+def break_even_steps(compile_latency_s: float | None, native_step_s: float | None,
+                     compiled_step_s: float | None) -> float | None:
+    """Steps after which compiling has paid for itself; inf when the compiled step is not faster."""
+    if compile_latency_s is None or native_step_s is None or compiled_step_s is None:
+        return None
+    gain = native_step_s - compiled_step_s
+    if gain <= 0:
+        return float("inf")
+    return compile_latency_s / gain
+
+
+def warnings_for(kind: str, speedup: float | None, compile_latency_s: float | None, memory_ratio: float | None,
+                 memory_high: float | None, recompiles: int | None) -> list[str]:
+    """The protocol's warnings, in words a student understands; only what the measurement supports."""
+    out = []
+    if kind == "slower" and speedup is not None and round(speedup, 2) < WARN_SPEEDUP:
+        out.append(f"slower: the compiled step takes {1 / speedup:.2f}× the native step")
+    if compile_latency_s is not None and compile_latency_s > WARN_COMPILE_S:
+        out.append(f"long compile: {compile_latency_s:.0f} s of compile latency (> {WARN_COMPILE_S:.0f} s)")
+    sure = memory_high if memory_high is not None else memory_ratio
+    if memory_ratio is not None and sure is not None and round(sure, 2) < WARN_MEMORY_RATIO:
+        out.append(f"memory regression: compiled peak is {1 / memory_ratio:.2f}× the native peak")
+    if recompiles:
+        out.append(f"recompilations after warmup: {recompiles} (new input shapes? pad to max_length)")
+    return out
+
+
+# -- loss parity -------------------------------------------------------------------------------------------
+def _finite_losses(records: Sequence[StepRecord]) -> list[tuple[int, float]]:
+    return [(r.step, r.loss) for r in records if r.loss is not None and math.isfinite(r.loss)]
+
+
+def _window(vals: Sequence[float]) -> tuple[float, float]:
+    """(mean, variance) of a window of losses."""
+    return statistics.fmean(vals), statistics.variance(vals) if len(vals) > 1 else 0.0
+
+
+def learned(records: Sequence[StepRecord]) -> tuple[bool, float, float, int]:
+    """(learned, drop, noise, window): did the loss fall by more than the noise of its first and last windows?"""
+    vals = [v for _, v in _finite_losses(records)]
+    w = max(3, min(10, len(vals) // 4))
+    if len(vals) < 2 * w:
+        return False, 0.0, 0.0, w
+    (m0, v0), (m1, v1) = _window(vals[:w]), _window(vals[-w:])
+    drop, noise = m0 - m1, math.sqrt(v0 / w + v1 / w)
+    return drop > max(3 * noise, LEARN_MIN_DROP * abs(m0)), drop, noise, w
+
+
+def loss_parity(native: Sequence[StepRecord], compiled: Sequence[StepRecord], precision: str = "fp32",
+                dropout_off: bool = False) -> tuple[bool | None, float | None, str]:
+    """(parity, |difference of the last windows|, note). None ("not judged") when the native loss did not fall.
+
+    Same seed and data order: a compiled job must learn as the native one does (its last window within
+    max(3 noise units, 20 % of the native drop)); with dropout off its first losses must also agree
+    within a per-precision relative tolerance (no random masks, so only kernel rounding differs).
+    """
+    nat, com = _finite_losses(native), _finite_losses(compiled)
+    if not nat or not com:
+        return None, None, "not judged: no logged losses"
+    ok, drop, noise, w = learned(native)
+    if not ok:
+        return None, None, (f"not judged: the native loss did not fall in {len(native)} steps "
+                            f"(raise steps or lr)")
+    n_last = statistics.fmean(v for _, v in nat[-w:])
+    c_vals = [v for _, v in com[-w:]]
+    diff = abs(statistics.fmean(c_vals) - n_last)
+    tol = max(3 * noise, PARITY_DROP_SHARE * drop)
+    if diff > tol:
+        return False, diff, (f"the compiled loss ends {diff:.3f} away from native's (tolerance {tol:.3f}: "
+                             f"native fell {drop:.3f})")
+    if dropout_off:
+        rtol = EARLY_RTOL.get(precision, EARLY_RTOL["fp32"])
+        early_c = dict(com)
+        for step, v in nat[:EARLY_STEPS]:
+            if step in early_c and abs(early_c[step] - v) > rtol * max(abs(v), 1e-8):
+                return False, diff, (f"with dropout off the losses at step {step} differ: {v:.5f} vs "
+                                     f"{early_c[step]:.5f} (relative tolerance {rtol:g} for {precision})")
+    return True, diff, f"within tolerance ({diff:.3f} ≤ {tol:.3f}; native fell {drop:.3f})"

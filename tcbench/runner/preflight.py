@@ -1,0 +1,99 @@
+"""Preflight: what a JobSpec needs from the disk and the machine, checked in the parent before any process starts.
+
+``JobSpec`` checks values only. This checks the rest while the caller can still fix it, so a bad input
+is a named ``SpecError`` instead of a failed job (or a traceback) minutes later:
+
+- relative paths are resolved against the caller's working directory (a job runs in its run folder);
+- ``threads`` fits the cores this process may use;
+- a dataset file is read and checked as a job reads it (encoding, columns, labels, the held-out split);
+- a local model folder has a config, a supported head, weights, a vocabulary that covers the tokenizer
+  jobs use (its own when it has one, else the shipped one) and positions for ``seq_len``;
+- a model or batch factory ``"package.module:function"`` can be found from the caller's ``sys.path`` and
+  its module defines the function (read, not run: the job imports it);
+- a training script (``script``) exists and is a readable ``.py`` file;
+- a profile's memory budget applies when the spec sets none (the same in the API, the CLI and the panel).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tcbench.job import factory as _factory
+from tcbench.core.spec import JobSpec, SpecError, _is_local_folder, is_factory
+
+
+def _resolved(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _script(path: str) -> str:
+    """A training script's absolute path (resolved against the caller's working directory, where it runs)."""
+    full = _resolved(path)
+    allowed = "the path of an existing Python script (.py), absolute or relative to the working directory"
+    what = ("is a folder" if os.path.isdir(full) else "is not a .py file" if not full.endswith(".py")
+            else "does not exist" if not os.path.isfile(full) else "cannot be read" if not os.access(full, os.R_OK)
+            else "")
+    if what:
+        raise SpecError("script", path, allowed, f"script={path!r} {what} (resolved: {full}); allowed: {allowed}")
+    return full
+
+
+def check(spec: JobSpec) -> JobSpec:
+    """``spec`` as a job will run it (``tc.preflight``): paths absolute, the profile's memory budget applied.
+
+    ``run``, ``compare``, ``find_max_batch`` and ``retune_lr`` call it before anything starts; call it
+    yourself to check a spec (and its files) without running anything.
+
+    Raises a SpecError naming the field, the value and what is allowed. Idempotent: checking the
+    returned spec again returns it unchanged.
+    """
+    from tcbench.job import data as _data
+    from tcbench.core.profiles import LOCAL, profile
+
+    if not isinstance(spec, JobSpec):
+        raise TypeError(f"spec={spec!r} is not a tcbench.JobSpec")
+    changes: dict[str, Any] = {}
+    cores = len(os.sched_getaffinity(0))
+    if spec.threads is not None and spec.threads > cores:
+        raise SpecError("threads", spec.threads, f"1..{cores} (the cores this process may use)",
+                        f"threads={spec.threads} is more than the {cores} core(s) this process may use; "
+                        f"allowed: None or 1..{cores}")
+    if spec.nproc > 1 and (spec.threads or 1) * spec.nproc > cores:
+        raise SpecError("nproc", spec.nproc, f"1..{cores // (spec.threads or 1)} with threads={spec.threads or 1}",
+                        f"nproc={spec.nproc} processes × threads={spec.threads or 1} is more than the {cores} core(s) "
+                        f"this process may use; allowed: nproc × threads <= {cores}")
+    _check_xla_devices(spec)
+    factory_data = is_factory(spec.dataset)
+    if factory_data:
+        _factory.check(spec.dataset, "dataset")
+    elif spec.dataset != "builtin":
+        changes["dataset"] = _resolved(spec.dataset)
+        _data.check_dataset(changes["dataset"])
+    if spec.model_kind == "factory":
+        _factory.check(spec.model, "model")
+    elif spec.model_kind == "folder" and _is_local_folder(spec.model):
+        from tcbench.job.models import check_local_model
+
+        changes["model"] = _resolved(spec.model)
+        check_local_model(changes["model"], spec.seq_len,
+                          None if factory_data else _data.load_tokenizer().get_vocab_size())
+    if spec.script is not None:
+        changes["script"] = _script(spec.script)
+    if spec.memory_budget_gb is None and spec.profile != LOCAL:
+        changes["memory_budget_gb"] = float(profile(spec.profile).memory_budget_gb)
+    changes = {k: v for k, v in changes.items() if getattr(spec, k) != v}
+    return spec.replace(**changes) if changes else spec
+
+
+def _check_xla_devices(spec: JobSpec) -> None:
+    """An XLA data-parallel job on GPUs needs GPU_NUM_DEVICES to match its processes (the troubleshooting page's
+    "Missing XLA configuration" when it does not)."""
+    wanted = os.environ.get("GPU_NUM_DEVICES")
+    if spec.backend != "xla" or spec.nproc == 1 or wanted is None:
+        return
+    if wanted != str(spec.nproc):
+        raise SpecError("nproc", spec.nproc, f"{wanted} (GPU_NUM_DEVICES in the environment)",
+                        f"nproc={spec.nproc} but GPU_NUM_DEVICES={wanted}: torch_xla would fail with \"Missing XLA "
+                        f"configuration\"; set GPU_NUM_DEVICES={spec.nproc} (the devices per machine) or nproc={wanted}")
+

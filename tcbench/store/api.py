@@ -1,0 +1,498 @@
+"""The result store: one SQLite file (WAL) or a PostgreSQL database, written as records arrive.
+
+Tables: ``runs`` (one row per job, inserted when it starts and completed when it ends), ``steps``
+(one row per optimizer step, committed as it arrives, so a killed job or kernel loses nothing
+already measured), ``comparisons`` and ``probes``. Plain columns and JSON text only: no pickle,
+no ``eval`` on load. The columns of ``runs`` and ``steps`` are derived from the result dataclasses
+(``JobResult``, ``JobFigures``, ``StepRecord``); inserts name their columns. The schema carries a
+version (``PRAGMA user_version``; on PostgreSQL a ``tcbench_meta`` row): an older store is upgraded when
+opened, a newer one is refused. The store is ``$TCBENCH_DB`` (a path, ``sqlite:///path`` or
+``postgresql://user:password@host:port/db``, see ``_store_pg.py``), else ``$TCBENCH_HOME/tcbench.db``, else
+``~/.cache/tcbench/tcbench.db``; it is read on every call so a notebook can switch stores.
+
+Nothing measured is lost and nothing stays ``running`` for ever:
+
+- every run and comparison records the pid and host of the process that runs it and a heartbeat;
+  opening the store marks ``interrupted`` the ones whose process is gone (same host) or whose
+  heartbeat is older than ``STALE_S`` (another host), and ends a dead job's leftover processes;
+- records that cannot be written now (the store locked for long, the disk full) are spooled to
+  ``<store>.spool/`` (PostgreSQL: ``$TCBENCH_HOME/spool/<server and database>/``; when that cannot be
+  written either, a folder under the temp dir) and merged the next time the store is opened;
+- a store the process may not write (an archive, a read-only share) opens for reading: history,
+  reports and exports work; a write names the path and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, sql_type
+
+SCHEMA_VERSION = 3
+HEARTBEAT_S = 30.0    # a running job's parent touches its row at least this often
+STALE_S = 600.0       # a running row without a heartbeat for this long is interrupted when the store is opened
+
+# what a finished job writes into its row (besides the figures): derived from JobResult's fields
+RESULT_COLUMNS = ("status", "error", "cache_state", "device", "wall_s", "artifacts", "log_tail", *FIGURE_NAMES)
+STEP_COLUMNS = tuple(f.name for f in dataclasses.fields(StepRecord))
+
+_RUN_META = [("run_id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("comparison_id", "INTEGER"),
+             ("round", "INTEGER DEFAULT 0"), ("label", "TEXT DEFAULT ''"), ("created", "REAL"), ("ended", "REAL"),
+             ("model", "TEXT"), ("size", "TEXT"), ("backend", "TEXT"), ("batch_size", "INTEGER"),
+             ("seq_len", "INTEGER"), ("precision", "TEXT"), ("pid", "INTEGER"), ("host", "TEXT"),
+             ("heartbeat", "REAL"), ("worker_pid", "INTEGER"),
+             ("spec_json", "TEXT"), ("env_json", "TEXT"), ("extra_json", "TEXT")]
+
+
+def _typed(cls: type, names: Iterable[str]) -> list[tuple[str, str]]:
+    return [(n, sql_type(cls, n)) for n in names]
+
+
+TABLES: dict[str, list[tuple[str, str]]] = {
+    "runs": _RUN_META + [("status", "TEXT"), ("error", "TEXT DEFAULT ''")]
+    + _typed(JobResult, ("cache_state", "device", "wall_s", "artifacts", "log_tail"))
+    + _typed(JobFigures, FIGURE_NAMES),
+    "steps": [("run_id", "INTEGER")] + _typed(StepRecord, STEP_COLUMNS),
+    "comparisons": [("comparison_id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("created", "REAL"), ("kind", "TEXT"),
+                    ("model", "TEXT"), ("size", "TEXT"), ("backends", "TEXT"), ("rounds", "INTEGER"),
+                    ("status", "TEXT"), ("spec_json", "TEXT"), ("info_json", "TEXT"), ("pid", "INTEGER"),
+                    ("host", "TEXT"), ("heartbeat", "REAL")],
+    "probes": [("name", "TEXT"), ("created", "REAL"), ("host", "TEXT"), ("value", "REAL"), ("info_json", "TEXT"),
+               ("threads", "INTEGER"), ("dtype", "TEXT"), ("torch", "TEXT"), ("disturbed", "TEXT DEFAULT ''")],
+}
+_KEYS = {"steps": ", PRIMARY KEY (run_id, step)"}
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used as asked (a newer schema, an unusable path, read-only); the message names why."""
+
+
+# what SQLite says when a write cannot happen right now: kept by the caller and written (or spooled) later
+_TRANSIENT = ("locked", "busy", "full", "disk i/o error", "readonly", "read-only", "unable to open")
+
+
+def transient(exc: BaseException) -> bool:
+    """True for a write that failed because of the store's state now (locked, disk full, its server
+    unreachable), not a bug."""
+    if isinstance(exc, StoreUnreachable):
+        return True
+    if "psycopg2" in sys.modules and isinstance(exc, (sys.modules["psycopg2"].OperationalError,
+                                                      sys.modules["psycopg2"].InterfaceError)):
+        return True   # PostgreSQL: the connection failed or was lost (a bug raises ProgrammingError & co)
+    return isinstance(exc, (sqlite3.OperationalError, OSError, StoreError)) and any(
+        word in str(exc).lower() for word in _TRANSIENT)
+
+
+def home() -> Path:
+    """tcbench's folder for the store, compile caches and run artifacts ($TCBENCH_HOME), always absolute."""
+    return Path(os.environ.get("TCBENCH_HOME") or Path.home() / ".cache" / "tcbench").expanduser().resolve()
+
+
+def private_dir(path: Path, tighten: bool = False) -> Path:
+    """``path`` created (with its parents) readable by this user only (0700): compile caches hold code.
+
+    ``tighten``: an existing folder of tcbench's own (its cache, its run folders) owned by this user is
+    made 0700 too (an older tcbench created them 0755).
+    """
+    path = Path(path)
+    if path.is_dir() and tighten:
+        st = path.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            path.chmod(0o700)
+    if not path.is_dir():
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.chmod(0o700)
+        except FileExistsError as exc:
+            raise StoreError(f"cannot use {path} as a folder: a file of that name exists") from exc
+        except NotADirectoryError as exc:
+            raise StoreError(f"cannot create the folder {path}: a part of its path is a file") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def pid_alive(pid: Any) -> bool:
+    """True when a process with this pid runs on this host (another user's counts; a zombie does not)."""
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError, TypeError, OverflowError):
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
+    except (OSError, ValueError, IndexError):
+        return True
+
+
+def _leftovers(pgid: int, run_dir: str) -> list[int]:
+    """Processes of a job's process group that still run for that job's folder (checked in their environment)."""
+    found = []
+    marker = f"TCBENCH_RUN_DIR={run_dir}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            if int(stat[stat.rindex(b")") + 2:].split()[2]) != pgid:
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def end_leftovers(worker_pid: Any, run_dir: Any) -> int:
+    """SIGKILL what a dead job left running (its process group, only processes working for its run folder)."""
+    if not worker_pid or not run_dir:
+        return 0
+    pids = _leftovers(int(worker_pid), str(run_dir))
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(pids)
+
+
+def default_path() -> Path | str:
+    """``$TCBENCH_DB`` (a path, or a database URL as it is), else the file under ``home()``."""
+    db = os.environ.get("TCBENCH_DB")
+    if db and _is_url(db):
+        return db
+    return Path(db or home() / "tcbench.db").expanduser().resolve()
+
+
+def _is_url(text: str) -> bool:
+    return "://" in text and text.split("://", 1)[0].replace("+", "").isalnum()
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the store file and its folder (WAL needs files beside it)."""
+    folder = path.parent
+    return os.access(folder, os.W_OK | os.X_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
+class StoreUnreachable(StoreError):
+    """The store's server cannot be reached now (names host, port and why): a write is kept and spooled."""
+
+
+class Database:
+    """Where the store's rows live: one per kind of database (``_store_sqlite.SQLite``, ``_store_pg.Postgres``).
+
+    SQL is written with ``?`` placeholders; ``transaction`` yields an object with ``execute``,
+    ``executemany`` and ``insert`` (the new row's key), committed when the block ends.
+    """
+
+    path: Path | str        # how messages name the store (a URL with its password masked)
+    operational: tuple      # what a write raises when the database cannot take it now (kept, spooled)
+
+    def open(self, readonly: bool | None) -> bool: ...      # check the location; whether to open read-only
+    def version(self, readonly: bool) -> int: ...
+    def migrate(self, tables: dict, keys: dict, version: int) -> None: ...
+    def transaction(self, timeout: float, readonly: bool = False) -> Any: ...
+    def query(self, sql: str, params: tuple, readonly: bool) -> pd.DataFrame: ...
+    def spool_dirs(self) -> list[Path]: ...
+    def url(self) -> str: ...   # as SQLAlchemy (Optuna) opens it, password included: never show it
+
+
+def database(location: str | os.PathLike | None) -> Database:
+    """The database ``location`` names: a path or ``sqlite:///path`` → SQLite; ``postgresql://…`` → PostgreSQL."""
+    from tcbench.store.sqlite import SQLite
+
+    location = default_path() if location is None else location
+    text = str(location)
+    if isinstance(location, str) and _is_url(text):
+        scheme = text.split("://", 1)[0].split("+", 1)[0].lower()
+        if scheme in ("postgresql", "postgres"):
+            from tcbench.store.postgres import Postgres
+
+            return Postgres(text)
+        if scheme == "sqlite":
+            return SQLite(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text[len("sqlite://"):])
+        from tcbench.store.postgres import mask
+
+        raise StoreError(f"TCBENCH_DB={mask(text)!r} is not a store tcbench can use; allowed: a file path, "
+                         "sqlite:///path or postgresql://user:password@host:port/database")
+    return SQLite(location)
+
+
+def _upsert_steps() -> str:
+    """Steps by (run_id, step): a step written again (a retried write, a merged spool) replaces the row."""
+    cols = ("run_id", *STEP_COLUMNS)
+    return (f"INSERT INTO steps ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) ON CONFLICT (run_id, step) "
+            f"DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in STEP_COLUMNS if c != 'step')}")
+
+
+class Store:
+    """The store: SQLite or PostgreSQL (``path``: a path or a URL); one short connection per operation, safe
+    across threads and processes.
+
+    ``readonly``: None decides from the file's and folder's permissions (PostgreSQL: from the user's
+    privileges); True opens for reading only. Opening a writable store upgrades an older schema, merges
+    spooled records and reconciles runs and comparisons whose process is gone. ``path`` names the store in
+    messages (for a URL: its password masked).
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None) -> None:
+        self._db = database(path)
+        self.path = self._db.path
+        self.readonly = self._db.open(readonly)
+        if self.readonly:
+            self._check_version()
+            return
+        self._check_version()
+        self._db.migrate(TABLES, _KEYS, SCHEMA_VERSION)
+        self.merge_spool()
+        self.reconcile()
+
+    def _check_version(self) -> int:
+        version = self._db.version(self.readonly)
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"the store {self.path} has schema version {version}, newer than this tcbench's "
+                             f"{SCHEMA_VERSION}; upgrade tcbench to read it")
+        return version
+
+    def url(self) -> str:
+        """The store as a database URL (``sqlite:///path``; for PostgreSQL with its password: pass it on, never
+        show it, ``path`` is the shown form). ``retune_lr(storage="store")`` keeps its study there."""
+        return self._db.url()
+
+    def require_writable(self) -> None:
+        if self.readonly:
+            raise StoreError(f"the store {self.path} is open read-only (this process may not write it or its "
+                             "folder); history, reports and exports work, new runs need a writable TCBENCH_DB")
+
+    def _write(self, sql: str, params: Iterable[Any] = ()) -> None:
+        self.require_writable()
+        with self._db.transaction(60.0) as tx:
+            tx.execute(sql, params)
+
+    def _insert(self, table: str, values: dict[str, Any], key: str) -> int:
+        self.require_writable()
+        with self._db.transaction(60.0) as tx:
+            return tx.insert(table, values, key)
+
+    # -- writes -------------------------------------------------------------------------------
+    def insert_run(self, spec: Any, comparison_id: int | None = None, round: int = 0, label: str = "",
+                   pid: int | None = None, host: str = "") -> int:
+        now = time.time()
+        return self._insert("runs", dict(
+            comparison_id=comparison_id, round=round, label=label, created=now, heartbeat=now, status="running",
+            model=spec.model, size=spec.size, backend=spec.backend, batch_size=spec.batch_size, seq_len=spec.seq_len,
+            precision=spec.precision, pid=os.getpid() if pid is None else pid, host=host or socket.gethostname(),
+            spec_json=spec.to_json()), "run_id")
+
+    def add_steps(self, run_id: int, recs: list[StepRecord], timeout: float = 60.0) -> None:
+        """Several steps in one transaction (columns by name); also the run's heartbeat.
+
+        Raises the database's operational error (``transient``) when the store stays locked for ``timeout``
+        s, the disk is full or the server cannot be reached: the caller keeps the records and tries again,
+        or spools them (``spool``).
+        """
+        self.require_writable()
+        with self._db.transaction(timeout) as tx:
+            tx.executemany(_upsert_steps(), [(run_id, *(getattr(r, c) for c in STEP_COLUMNS)) for r in recs])
+            tx.execute("UPDATE runs SET heartbeat=? WHERE run_id=?", (time.time(), run_id))
+
+    def beat(self, run_id: int, timeout: float = 2.0, **started: Any) -> None:
+        """The run (and its comparison) is alive. ``started``: ``worker_pid`` (the job process, leader of its
+        process group) and ``artifacts`` (its folder), written once the job process exists."""
+        unknown = set(started) - {"worker_pid", "artifacts"}
+        if unknown:
+            raise TypeError(f"beat() got unknown fields {sorted(unknown)}")
+        with self._db.transaction(timeout, self.readonly) as tx:
+            now = time.time()
+            self._update_run(tx, run_id, {"heartbeat": now, **started})
+            tx.execute("UPDATE comparisons SET heartbeat=? WHERE comparison_id=(SELECT comparison_id FROM runs "
+                       "WHERE run_id=?)", (now, run_id))
+
+    def _finish_values(self, result: JobResult) -> dict[str, Any]:
+        values = {c: getattr(result, c) for c in RESULT_COLUMNS}
+        values.update(ended=time.time(), env_json=json.dumps(result.env, default=str),
+                      extra_json=json.dumps(result.extra, default=str))
+        return values
+
+    def _update_run(self, tx: Any, run_id: int, values: dict[str, Any]) -> None:
+        sets = ", ".join(f"{c}=?" for c in values)
+        tx.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
+
+    def finish_run(self, result: JobResult, timeout: float = 60.0) -> None:
+        """Write a finished job's status, figures, environment and extra information into its row."""
+        self.require_writable()
+        with self._db.transaction(timeout) as tx:
+            self._update_run(tx, result.run_id, self._finish_values(result))
+
+    def insert_comparison(self, kind: str, spec: Any, backends: list[str], rounds: int, info: dict) -> int:
+        now = time.time()
+        return self._insert("comparisons", dict(
+            created=now, heartbeat=now, kind=kind, model=spec.model, size=spec.size, backends=",".join(backends),
+            rounds=rounds, status="running", spec_json=spec.to_json(), info_json=json.dumps(info, default=str),
+            pid=os.getpid(), host=socket.gethostname()), "comparison_id")
+
+    def finish_comparison(self, comparison_id: int, status: str, info: dict) -> None:
+        self._write("UPDATE comparisons SET status=?, info_json=?, heartbeat=? WHERE comparison_id=?",
+                    (status, json.dumps(info, default=str), time.time(), comparison_id))
+
+    # -- what could not be written now: spooled beside the store, merged on the next open ----------
+    def spool_dirs(self) -> list[Path]:
+        """Where records that could not be written are kept: beside the store (PostgreSQL: under ``home()``),
+        else under the temp dir."""
+        return self._db.spool_dirs()
+
+    def spool(self, run_id: int, steps: list[StepRecord], result: JobResult | None = None) -> Path:
+        """Keep steps (and the run's final row) in a file to merge on the next open; the path written.
+
+        Raises StoreError naming every place tried and why, when none can be written.
+        """
+        line = json.dumps({"run_id": run_id, "steps": [dataclasses.asdict(r) for r in steps],
+                           "finish": None if result is None else self._finish_values(result)}, default=str)
+        errors = []
+        for folder in self.spool_dirs():
+            path = folder / f"run-{run_id}-{os.getpid()}.jsonl"
+            try:
+                private_dir(folder)
+                with open(path, "a") as f:
+                    f.write(line + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                return path
+            except (OSError, StoreError) as exc:
+                errors.append(f"{folder}: {getattr(exc, 'strerror', None) or exc}")
+        raise StoreError(f"could not write {len(steps)} step(s) of run {run_id} to the store {self.path} nor spool "
+                         f"them ({'; '.join(errors)}); they are still in the returned JobResult")
+
+    def merge_spool(self) -> int:
+        """Write spooled records into the store (then delete their files); the number of steps merged."""
+        merged = 0
+        for folder in self.spool_dirs():
+            for path in sorted(folder.glob("run-*.jsonl")) if folder.is_dir() else []:
+                try:
+                    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+                except (OSError, ValueError):
+                    continue
+                try:
+                    with self._db.transaction(5.0) as tx:
+                        for e in entries:
+                            tx.executemany(_upsert_steps(),
+                                           [(e["run_id"], *(s.get(c) for c in STEP_COLUMNS)) for s in e["steps"]])
+                            if e.get("finish"):
+                                self._update_run(tx, e["run_id"], e["finish"])
+                except self._db.operational + (StoreUnreachable,):
+                    return merged   # still locked, full or unreachable: the next open tries again
+                merged += sum(len(e["steps"]) for e in entries)
+                path.unlink(missing_ok=True)
+        return merged
+
+    # -- runs and comparisons whose process is gone ----------------------------------------------
+    def reconcile(self) -> list[int]:
+        """Mark ``interrupted`` the running runs and comparisons whose process is gone; the run ids marked.
+
+        Same host: the recording process no longer exists (or has not beaten for STALE_S, a reused
+        pid). Another host: no heartbeat for STALE_S. A dead job's leftover processes are ended.
+        """
+        host, now = socket.gethostname(), time.time()
+        lost = self._db.operational + (StoreUnreachable,)
+
+        def gone(pid: Any, row_host: Any, beat: Any) -> str:
+            beat = beat if beat == beat and beat is not None else 0.0
+            if row_host == host and pid is not None and pid == pid and not pid_alive(pid):
+                return "the process running this job ended without reporting"
+            if now - beat > STALE_S:
+                return f"no heartbeat for {(now - beat) / 60:.0f} min; the process running this job is gone"
+            return ""
+
+        try:
+            runs = self.query("SELECT run_id, pid, host, heartbeat, created, worker_pid, artifacts FROM runs "
+                              "WHERE status='running'")
+            cmps = self.query("SELECT comparison_id, pid, host, heartbeat, created FROM comparisons "
+                              "WHERE status='running'")
+        except lost:
+            return []
+        marked = []
+        for r in runs.itertuples():
+            why = gone(r.pid, r.host, r.heartbeat if r.heartbeat == r.heartbeat else r.created)
+            if not why:
+                continue
+            if r.host == host and r.worker_pid == r.worker_pid and r.worker_pid:
+                end_leftovers(r.worker_pid, r.artifacts)
+            try:
+                self._write("UPDATE runs SET status='interrupted', error=?, ended=? WHERE run_id=? AND status='running'",
+                            (f"{why}; the steps it reported are kept", now, int(r.run_id)))
+                marked.append(int(r.run_id))
+            except lost:
+                return marked
+        for c in cmps.itertuples():
+            why = gone(c.pid, c.host, c.heartbeat if c.heartbeat == c.heartbeat else c.created)
+            if why:
+                try:
+                    self._write("UPDATE comparisons SET status='interrupted' WHERE comparison_id=? AND "
+                                "status='running'", (int(c.comparison_id),))
+                except lost:
+                    return marked
+        return marked
+
+    def add_probe(self, name: str, host: str, value: float, info: dict, threads: int = 0, dtype: str = "",
+                  torch: str = "", disturbed: str = "") -> None:
+        if self.readonly:   # a probe is a cache: a read-only store simply does not keep it
+            return
+        self._insert("probes", dict(name=name, created=time.time(), host=host, value=value, threads=threads,
+                                    dtype=dtype, torch=torch, disturbed=disturbed, info_json=json.dumps(info)), "")
+
+    # -- reads --------------------------------------------------------------------------------
+    def query(self, sql: str, params: Iterable[Any] = ()) -> pd.DataFrame:
+        """The rows of ``sql`` (``?`` placeholders, whatever the database) as a DataFrame."""
+        return self._db.query(sql, tuple(params), self.readonly)
+
+    def runs(self) -> pd.DataFrame:
+        return self.query("SELECT * FROM runs ORDER BY run_id")
+
+    def run_row(self, run_id: int) -> dict[str, Any]:
+        df = self.query("SELECT * FROM runs WHERE run_id=?", (int(run_id),))
+        if df.empty:
+            raise KeyError(f"run_id={run_id} is not in the store {self.path}")
+        return df.iloc[0].to_dict()
+
+    def steps(self, run_id: int) -> pd.DataFrame:
+        df = self.query("SELECT * FROM steps WHERE run_id=? ORDER BY step", (int(run_id),))
+        df["warmup"] = df["warmup"].astype(bool)
+        return df
+
+    def comparisons(self) -> pd.DataFrame:
+        return self.query("SELECT * FROM comparisons ORDER BY comparison_id")
+
+    def comparison_row(self, comparison_id: int) -> dict[str, Any]:
+        df = self.query("SELECT * FROM comparisons WHERE comparison_id=?", (int(comparison_id),))
+        if df.empty:
+            raise KeyError(f"comparison_id={comparison_id} is not in the store {self.path}")
+        return df.iloc[0].to_dict()
+
+    def comparison_runs(self, comparison_id: int) -> pd.DataFrame:
+        return self.query("SELECT * FROM runs WHERE comparison_id=? ORDER BY run_id", (int(comparison_id),))
+
+    def latest_probe(self, name: str, host: str, threads: int, dtype: str, torch: str,
+                     max_age_s: float) -> dict | None:
+        """The newest undisturbed probe for this host, thread count, dtype and torch version (or None)."""
+        df = self.query("SELECT value, info_json FROM probes WHERE name=? AND host=? AND threads=? AND dtype=? "
+                        "AND torch=? AND (disturbed IS NULL OR disturbed='') AND created>? ORDER BY created DESC "
+                        "LIMIT 1", (name, host, threads, dtype, torch, time.time() - max_age_s))
+        if df.empty:
+            return None
+        return {**json.loads(df.iloc[0]["info_json"] or "{}"), "flops": float(df.iloc[0]["value"])}

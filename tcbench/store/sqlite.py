@@ -1,0 +1,138 @@
+"""tcbench's store in one SQLite file (WAL): the default, ``$TCBENCH_HOME/tcbench.db`` or ``TCBENCH_DB=path`` /
+``sqlite:///path``. One short connection per operation; a write is ``BEGIN IMMEDIATE`` (one writer at a time, the
+others wait up to their timeout); a store the process may not write opens read-only (seeing other writers through
+the WAL index, or as an immutable archive in a read-only folder)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+from urllib.parse import quote
+
+import pandas as pd
+
+from tcbench.store.api import Database, StoreError, _writable, private_dir, transient
+
+
+class _Tx:
+    """A transaction on an SQLite connection (``BEGIN IMMEDIATE``: one writer at a time, others wait)."""
+
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self.con = con
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+        self.con.execute(sql, tuple(params))
+
+    def executemany(self, sql: str, rows: list[tuple]) -> None:
+        self.con.executemany(sql, rows)
+
+    def insert(self, table: str, values: dict[str, Any], key: str) -> int:
+        cols = list(values)
+        cur = self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                               [values[c] for c in cols])
+        return int(cur.lastrowid or 0)
+
+
+class SQLite(Database):
+    """One SQLite file (WAL); one short connection per operation."""
+
+    operational = (sqlite3.OperationalError,)
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path).expanduser().resolve()
+
+    def open(self, readonly: bool | None) -> bool:
+        if self.path.is_dir():
+            raise StoreError(f"the store {self.path} is a folder; TCBENCH_DB must name a file")
+        for parent in self.path.parents:
+            if parent.exists() and not parent.is_dir():
+                raise StoreError(f"cannot use the store {self.path}: {parent} is a file, not a folder "
+                                 "(check TCBENCH_HOME / TCBENCH_DB)")
+        if readonly is None:
+            if not self.path.parent.exists():
+                private_dir(self.path.parent)
+            readonly = self.path.exists() and not _writable(self.path)
+            if not readonly and not _writable(self.path):
+                raise StoreError(f"cannot create the store {self.path}: its folder is not writable")
+        if readonly and not self.path.is_file():
+            raise StoreError(f"the store {self.path} does not exist (opened read-only)")
+        return bool(readonly)
+
+    def version(self, readonly: bool) -> int:
+        con = self._connect(readonly=readonly)
+        try:
+            return con.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"the store {self.path} cannot be read: {exc}") from exc
+        finally:
+            con.close()
+
+    def migrate(self, tables: dict, keys: dict, version: int) -> None:
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            for table, cols in tables.items():
+                con.execute(f"CREATE TABLE IF NOT EXISTS {table} ("
+                            + ", ".join(f"{n} {t}" for n, t in cols) + keys.get(table, "") + ")")
+                have = {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
+                for name, typ in cols:   # an older store: add the columns it lacks (old rows read as NULL)
+                    if name not in have:
+                        con.execute(f"ALTER TABLE {table} ADD COLUMN {name} "
+                                    f"{typ.replace(' PRIMARY KEY AUTOINCREMENT', '')}")
+            con.execute(f"PRAGMA user_version={version}")
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    def _connect(self, timeout: float = 60.0, readonly: bool = False) -> sqlite3.Connection:
+        try:
+            if readonly:
+                return self._connect_readonly()
+            con = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            con.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            return con
+        except sqlite3.DatabaseError as exc:
+            if transient(exc):
+                raise
+            raise StoreError(f"the store {self.path} cannot be opened: {exc} (is it a tcbench store?)") from exc
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        uri = f"file:{quote(str(self.path))}"
+        try:   # read-only, seeing other writers (needs the WAL index beside it) ...
+            con = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None)
+            con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return con
+        except sqlite3.OperationalError:   # ... or an archive nobody writes (a read-only folder)
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+
+    @contextmanager
+    def transaction(self, timeout: float, readonly: bool = False) -> Iterator[_Tx]:
+        con = self._connect(timeout, readonly)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            yield _Tx(con)
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    def query(self, sql: str, params: tuple, readonly: bool) -> pd.DataFrame:
+        con = self._connect(readonly=readonly)
+        try:
+            return pd.read_sql_query(sql, con, params=params)
+        finally:
+            con.close()
+
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def spool_dirs(self) -> list[Path]:
+        key = hashlib.sha1(str(self.path).encode()).hexdigest()[:12]
+        return [self.path.parent / f"{self.path.name}.spool",
+                Path(tempfile.gettempdir()) / f"tcbench-spool-{os.getuid()}" / key]

@@ -1,0 +1,1 @@
+"""For people: plots (``collect_*`` DataFrames, then ``plot_*`` figures) and the HTML report."""

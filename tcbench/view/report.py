@@ -1,0 +1,280 @@
+"""The comparison as HTML for people: the summary table and the findings (shared by the report and the
+ipywidgets panel), and the self-contained report (plotly.js inline, no network needed to view it).
+
+The table is transposed — one column per job label, one row per figure with its unit — so every figure
+fits on screen and on paper without a horizontal scroll. Everything shown comes from the stored
+comparison (its summary, its jobs' stored environment), never from the machine that renders it.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Callable
+
+import pandas as pd
+
+from tcbench.view import plots
+from tcbench.view.plots import missing
+from tcbench.host.env import describe
+
+__all__ = ["summary_table_html", "findings_html", "diagnostics_html", "comparison_html"]
+
+MISSING = "–"
+
+_STYLE = """<style>
+.tcb-summary{border-collapse:collapse;font-size:13px;width:100%;table-layout:fixed;font-variant-numeric:tabular-nums}
+.tcb-summary th,.tcb-summary td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;
+overflow-wrap:anywhere}
+.tcb-summary thead th{background:#f3f3f3;border-top-width:4px}
+.tcb-summary tbody th{background:#fafafa;font-weight:600;width:12em}
+.tcb-summary .tcb-note{color:#666;font-size:11px}
+.tcb-kind{display:inline-block;padding:0 6px;border-radius:3px;font-weight:600;font-size:12px;background:#eee}
+.tcb-kind-faster{background:#d9f2e0;color:#14532d}.tcb-kind-slower{background:#fbe0e0;color:#7f1d1d}
+.tcb-kind-inconclusive{background:#fff1cc;color:#7a4b00}.tcb-kind-baseline{background:#e6ebff;color:#1e3a8a}
+.tcb-findings .tcb-warning{color:#8a4b00}
+.tcb-diagnosis{border-collapse:collapse;font-size:12px;width:100%}
+.tcb-diagnosis th,.tcb-diagnosis td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top;
+overflow-wrap:break-word}.tcb-diagnosis th{background:#f3f3f3;white-space:nowrap}
+@media print{.tcb-summary{font-size:9pt}.tcb-summary tr{break-inside:avoid;page-break-inside:avoid}
+.tcb-kind{border:1px solid #999}}
+</style>"""
+
+_PAGE_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em}.env{color:#444;font-size:13px}
+.tcb-costs{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
+.tcb-costs td,.tcb-costs th{border:1px solid #ddd;padding:3px 8px;text-align:right}.tcb-costs th{background:#f3f3f3}
+.tcb-costs td:first-child{text-align:left}.warn{color:#a33}.grid{display:grid;grid-template-columns:1fr 1fr;gap:8px}
+code{background:#f6f6f6;padding:1px 4px;overflow-wrap:anywhere}
+@page{size:A4;margin:12mm}
+@media print{body{margin:0;max-width:none;padding:0;font-size:10pt}.grid{display:block}
+.grid>div{break-inside:avoid;page-break-inside:avoid}h2{break-after:avoid;page-break-after:avoid}}"""
+
+
+# -- numbers for people ----------------------------------------------------------------------------------
+def fmt_number(value: Any, decimals: int | None = None) -> str:
+    """A number for people: thousand separators from 100 up, 3 significant digits below (or ``decimals``
+    fixed ones), never an exponent; "–" when missing, "never" for infinity."""
+    if missing(value):
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    value = float(value)
+    if math.isinf(value):
+        return "never"
+    if decimals is not None:
+        return f"{value:,.{decimals}f}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if value == 0 or abs(value) >= 0.001:
+        return f"{value:.3g}"
+    return "< 0.001" if value > 0 else "> -0.001"
+
+
+def _pct(value: Any) -> str:
+    return MISSING if missing(value) else f"{float(value) * 100:.1f} %"
+
+
+def _text(value: Any) -> str:
+    return MISSING if missing(value) or value == "" else html.escape(str(value))
+
+
+def _note(text: Any) -> str:
+    return "" if missing(text) or not text else f'<br><span class="tcb-note">{html.escape(str(text))}</span>'
+
+
+def _kind(kind: Any) -> str:
+    kind = str(kind) if not missing(kind) else "inconclusive"
+    return f'<span class="tcb-kind tcb-kind-{html.escape(kind.replace(" ", "-"))}">{html.escape(kind)}</span>'
+
+
+# -- the summary table: one row per figure ----------------------------------------------------------------
+def _break_even(r: dict) -> str:
+    if r.get("verdict_kind") == "faster" and not missing(r.get("break_even_low")):
+        return f"{fmt_number(r['break_even_low'], 0)}–{fmt_number(r.get('break_even_high'), 0)}"
+    return fmt_number(r.get("break_even_steps"), 0)
+
+
+def _loss_parity(r: dict) -> str:
+    parity = r.get("loss_parity")
+    word = "not judged" if missing(parity) else ("yes" if parity else "no")
+    diff = "" if missing(r.get("loss_diff")) else f" (|Δ| {fmt_number(r['loss_diff'])})"
+    return word + diff + _note(r.get("loss_parity_note"))
+
+
+def _speedup(r: dict) -> str:
+    if r.get("verdict_kind") == "baseline":
+        return "baseline"
+    return plots.fmt_interval(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"))
+
+
+def _memory_ratio(r: dict) -> str:
+    if r.get("verdict_kind") == "baseline":
+        return "baseline"
+    return plots.fmt_interval(r.get("memory_ratio"), r.get("memory_ci_low"), r.get("memory_ci_high"))
+
+
+def _warnings(r: dict) -> str:
+    items = r.get("warnings")
+    items = [] if missing(items) else list(items)
+    return "<br>".join(f"⚠ {html.escape(str(w))}" for w in items) or "none"
+
+
+# (row label, the summary columns it shows, how to show them)
+ROWS: list[tuple[str, tuple[str, ...], Callable[[dict], str]]] = [
+    ("status", ("status",), lambda r: _text(r.get("status"))),
+    ("rounds", ("rounds",), lambda r: fmt_number(r.get("rounds"))),
+    ("verdict", ("verdict_kind", "verdict"), lambda r: _kind(r.get("verdict_kind")) + _note(r.get("verdict"))),
+    ("speedup (95 % interval)", ("speedup", "speedup_ci_low", "speedup_ci_high"), _speedup),
+    ("median step (ms)", ("median_step_ms",), lambda r: fmt_number(r.get("median_step_ms"))),
+    ("step CV", ("step_cv",), lambda r: _pct(r.get("step_cv"))),
+    ("samples/s", ("samples_s",), lambda r: fmt_number(r.get("samples_s"))),
+    ("tokens/s", ("tokens_s",), lambda r: fmt_number(r.get("tokens_s"))),
+    ("compile latency (s)", ("compile_latency_s",), lambda r: fmt_number(r.get("compile_latency_s"), 1)),
+    ("compile cache", ("cache",), lambda r: _text(r.get("cache"))),
+    ("warmup added by compiling (s)", ("extra_warmup_s",), lambda r: fmt_number(r.get("extra_warmup_s"), 1)),
+    ("break-even steps", ("break_even_steps", "break_even_low", "break_even_high"), _break_even),
+    ("peak memory (MiB)", ("peak_mem_mb",), lambda r: fmt_number(r.get("peak_mem_mb"))),
+    ("memory ratio, native ÷ this (95 % interval)", ("memory_ratio", "memory_ci_low", "memory_ci_high"),
+     _memory_ratio),
+    ("MFU", ("mfu", "mfu_note"),
+     lambda r: _pct(r.get("mfu")) if not missing(r.get("mfu")) else _text(r.get("mfu_note"))),
+    ("noise", ("noisy", "noise"), lambda r: _text(r.get("noise")) if r.get("noisy") is True else "none detected"),
+    ("final loss", ("final_loss",), lambda r: fmt_number(r.get("final_loss"))),
+    ("loss parity", ("loss_parity", "loss_diff", "loss_parity_note"), _loss_parity),
+    ("recompilations after warmup", ("recompiles",), lambda r: fmt_number(r.get("recompiles"))),
+    ("graph breaks", ("graph_breaks",), lambda r: fmt_number(r.get("graph_breaks"))),
+    ("what the compiler did", ("diagnosis",), lambda r: _text(r.get("diagnosis"))),
+    ("warnings", ("warnings",), _warnings),
+    ("error", ("error",), lambda r: _text(r.get("error"))),
+]
+COLUMN_ROWS = {col: label for label, cols, _ in ROWS for col in cols} | {"backend": "(column heading)"}
+
+
+def summary_table_html(summary: pd.DataFrame) -> str:
+    """``Comparison.summary()`` as a table that fits a screen and a printed page: one column per job label,
+    one row per figure (units in the row labels). Shared by the HTML report and the ipywidgets panel."""
+    records = summary.to_dict("records")
+    head = "".join(f'<th scope="col" style="border-top-color:{plots.color(str(r["backend"]))}">'
+                   f'{html.escape(str(r["backend"]))}</th>' for r in records)
+    body = []
+    for label, cols, show in ROWS:
+        if not any(c in summary.columns for c in cols):
+            continue
+        cells = "".join(f"<td>{show(r)}</td>" for r in records)
+        body.append(f'<tr><th scope="row">{html.escape(label)}</th>{cells}</tr>')
+    return (f'{_STYLE}<table class="tcb-summary"><thead><tr><th scope="col">job</th>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def findings_html(summary: pd.DataFrame) -> str:
+    """Per job label: its verdict kind, the verdict sentence and its warnings (from the summary's
+    ``verdict_kind``, ``verdict`` and ``warnings`` columns)."""
+    items = []
+    for r in summary.to_dict("records"):
+        warns = [] if missing(r.get("warnings")) else list(r["warnings"])
+        sub = "".join(f'<li class="tcb-warning">⚠ {html.escape(str(w))}</li>' for w in warns)
+        items.append(f'<li class="tcb-finding"><b>{html.escape(str(r["backend"]))}</b> {_kind(r.get("verdict_kind"))} '
+                     f'{_text(r.get("verdict"))}{f"<ul>{sub}</ul>" if sub else ""}</li>')
+    return f'{_STYLE}<ul class="tcb-findings">{"".join(items)}</ul>'
+
+
+def diagnostics_html(diag: pd.DataFrame) -> str:
+    """``Comparison.diagnostics()`` for people: each distinct graph break, recompile, fallback and host transfer
+    once per job (from the first round that has it) with where, why, count and the checklist's advice; "" when
+    there is none. Shared by the HTML report and the ipywidgets panel."""
+    from tcbench.job.diagnostics import top
+
+    if diag is None or not len(diag):
+        return ""
+    body = "".join(
+        f"<tr><td>{_text(r['backend'])}</td><td>{_text(r['kind'])}</td>"
+        f"<td>{'<code>' + html.escape(r['where']) + '</code>' if r['where'] else MISSING}{_note(r['code'])}</td>"
+        f"<td>{_text(r['why'])}</td><td>{fmt_number(r['count'])}</td><td>{_text(r['advice'])}</td></tr>"
+        for r in top(diag).to_dict("records"))
+    return (f'{_STYLE}<table class="tcb-diagnosis"><thead><tr><th>job</th><th>kind</th><th>where</th><th>why</th>'
+            f'<th>count</th><th>what to do</th></tr></thead><tbody>{body}</tbody></table>')
+
+
+# -- the report ------------------------------------------------------------------------------------------
+def _usd(value: Any) -> str:
+    if missing(value):
+        return MISSING
+    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
+
+
+def _cost_profile(cmp: Any, profile: str | None) -> str | None:
+    """The profile to price at: the one asked for, else the spec's unless it is this machine (no price)."""
+    if profile:
+        return profile
+    return None if cmp.spec.profile == "this-machine" else cmp.spec.profile
+
+
+def costs_html(cmp: Any, profile: str | None = None) -> str:
+    """The cost section priced at ``profile`` (see ``_cost_profile``); "" when no profile was chosen."""
+    prof = _cost_profile(cmp, profile)
+    if prof is None:
+        return ""
+    try:
+        c = cmp.costs(prof)
+    except Exception as exc:   # a profile name from an older catalog: the report still renders
+        return f"<h2>Cost on {html.escape(prof)}</h2><p>No cost table: {html.escape(str(exc))}</p>"
+    cols = [("job", "backend", _text), ("samples/s", "samples_s", fmt_number),
+            ("$ per 1,000 steps", "usd_per_1k_steps", _usd), ("$ per epoch", "usd_per_epoch", _usd),
+            ("$ per 1M tokens", "usd_per_1m_tokens", _usd), ("hours per epoch", "hours_per_epoch", fmt_number),
+            ("saved by compiling", "saved_pct", lambda v: MISSING if missing(v) else f"{v:.1f} %")]
+    head = "".join(f"<th>{label}</th>" for label, _, _ in cols)
+    body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(k))}</td>" for _, k, fmt in cols) + "</tr>"
+                   for r in c.to_dict("records"))
+    basis = c["basis"].dropna()
+    basis_text = html.escape(str(basis.iloc[0])) + "; " if len(basis) else ""
+    return (f"<h2>Cost on {html.escape(prof)}</h2><table class='tcb-costs'><tr>{head}</tr>{body}</table>"
+            f"<p>{basis_text}epoch = 100,000 samples.</p>")
+
+
+def _figures_html(cmp: Any) -> str:
+    figs = [plots.plot_throughput(plots.collect_throughput(cmp)),
+            plots.plot_memory(plots.collect_memory(cmp), cmp.spec.memory_budget_gb),
+            plots.plot_losses(plots.collect_losses(cmp)), plots.plot_step_times(plots.collect_step_times(cmp))]
+    divs = [f.to_html(full_html=False, include_plotlyjs=(i == 0), default_height="360px", default_width="100%")
+            for i, f in enumerate(figs)]
+    return f'<div class="grid">{"".join(f"<div>{d}</div>" for d in divs)}</div>'
+
+
+def _errors_html(cmp: Any) -> str:
+    return "".join(f'<p class="warn">{html.escape(r.name)} round {r.round} (run {r.run_id}): {html.escape(r.status)}'
+                   f' — {html.escape(r.error[:600])}</p>' for r in cmp.results if r.error)
+
+
+def _diagnosis_section(cmp: Any) -> str:
+    table = diagnostics_html(cmp.diagnostics())
+    if not table:
+        return ""
+    return ("<h2>What the compiler did</h2><p>Graph breaks and recompilations (dynamo: where and why), CPU fallbacks "
+            "and host transfers (XLA's metrics), with the README's checklist item for each.</p>" + table)
+
+
+def comparison_html(cmp: Any, profile: str | None = None) -> str:
+    """The self-contained HTML report of ``cmp``: the stored environment, findings, the summary table, a
+    cost section when a profile was chosen (``profile``, else the spec's unless it is this machine), plots."""
+    summary = cmp.summary()
+    s = cmp.spec
+    spec_txt = html.escape(", ".join(f"{k}={v!r}" for k, v in s.to_dict().items()))
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>tcbench comparison {cmp.comparison_id}</title>
+<style>{_PAGE_CSS}</style></head><body>
+<h1>tcbench: {html.escape(s.model)} ({html.escape(s.size)}) — native vs compiled</h1>
+<p>Comparison {cmp.comparison_id}; jobs {html.escape(", ".join(cmp.backends))}; rounds {cmp.rounds}.</p>
+<p class="env">Measured on: {html.escape(describe(cmp.environment()))}</p>
+<h2>Findings</h2>{findings_html(summary)}{_errors_html(cmp)}
+<h2>Summary</h2>{summary_table_html(summary)}
+{_diagnosis_section(cmp)}
+{costs_html(cmp, profile)}
+<p>Step time: median of the steady-state steps (the first {s.warmup_steps} warmup steps are reported apart).
+Speedup: native median step ÷ compiled median step, with a 95 % interval (bootstrap over rounds and steady steps);
+"faster" or "slower" only when the interval excludes 1. Compile latency: warmup time − warmup steps × steady
+median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: the warmup compiling adds
+(the compiled job's compile latency minus the native job's own warmup overhead) ÷ per-step gain, as a range from
+the speedup's interval.</p>
+{_figures_html(cmp)}
+<h2>Job spec</h2><p><code>{spec_txt}</code></p>
+</body></html>"""
