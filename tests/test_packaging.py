@@ -77,7 +77,7 @@ def test_package_carries_the_pyproject_ranges_and_the_tested_versions():
     for group, reqs in want.items():
         assert sorted(r.line for r in REQUIREMENTS if r.group == group) == sorted(reqs), group
     tested = {_norm(k): v for k, v in TESTED.items()}
-    assert tested == _pins_from_constraints(), "copy constraints.txt into TESTED in tcbench/_requirements.py:\n" + \
+    assert tested == _pins_from_constraints(), "copy constraints.txt into TESTED in tcbench/host/requirements.py:\n" + \
         repr({k: v for k, v in _pins_from_constraints().items()})
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from tcbench import JobFigures, JobResult, JobSpec, Store, StepRecord
 from tcbench.store.history import get_run, runs, steps
-from tcbench.store.api import SCHEMA_VERSION, StoreError, StoreUnreachable, database, transient
+from tcbench.store.api import SCHEMA_VERSION, database
+from tcbench.store.base import StoreError, StoreUnreachable, transient
 
 PASSWORD = "s3cr3t-Pa55"   # the test server trusts 127.0.0.1: any password is accepted, none is needed
 

@@ -18,7 +18,8 @@ from typing import Any
 import pandas as pd
 
 from tcbench.host.requirements import (BACKEND_NEEDS, CORE, INSTALL, LAB, REQUIREMENTS, TESTED, XLA, Requirement, backend_check,
-                            cpp_compiler, fix_for, installed_versions, package_problem, xla_match_command)
+                            cpp_compiler, fix_for, installed_version, installed_versions, package_problem,
+                                        xla_match_command)
 
 COLUMNS = ["kind", "name", "group", "installed", "tested", "supported", "ok", "detail", "fix"]
 DATA_FILES = ("profiles.json", "task/train.jsonl", "task/eval.jsonl", "task/tokenizer.json")
@@ -27,20 +28,20 @@ GROUP_TITLES = {CORE: "core packages", LAB: "lab extra: JupyterLab panel, Voila 
 
 
 def _system_rows() -> list[dict[str, Any]]:
-    from tcbench.host.env import _cpu_model, _version
-    from tcbench.core.profiles import _nvidia_gpus
+    from tcbench.core.profiles import cpu_model
+    from tcbench.core.profiles import nvidia_gpus
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    gpus = _nvidia_gpus()
+    gpus = nvidia_gpus()
     cxx, path = cpp_compiler()
     fix = None if path else "apt-get install g++ (or conda install gxx), or set CXX"
     row = lambda name, installed, detail, ok=True, fix=None: {"kind": "system", "name": name, "installed": installed,
                                                              "ok": ok, "detail": detail, "fix": fix}
     return [
-        row("tcbench", _version("tcbench") or "not installed", ""),
+        row("tcbench", installed_version("tcbench") or "not installed", ""),
         row("python", platform.python_version(),
             f"{platform.python_implementation()}, {platform.platform(terse=True)}"),
-        row("cpu", f"{cores} cores", _cpu_model()),
+        row("cpu", f"{cores} cores", cpu_model()),
         row("gpu", str(len(gpus)), ", ".join(f"{name} ({gib:g} GiB)" for name, gib in gpus)
             or "none (no NVIDIA GPU answered nvidia-smi)"),
         row("c++ compiler", path, f"{cxx}, called by Inductor on CPU; CXX chooses another", path is not None, fix),

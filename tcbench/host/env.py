@@ -8,7 +8,6 @@ from what is stored, never from the machine that renders them.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 import platform
 import socket
@@ -16,25 +15,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tcbench.core.profiles import cpu_model
+from tcbench.host.requirements import installed_version
+
 _PACKAGES = ("tcbench", "torch", "torch_xla", "transformers")
-
-
-def _version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _commit() -> str | None:
@@ -55,8 +39,8 @@ def _commit() -> str | None:
 @functools.lru_cache(maxsize=1)
 def static_env() -> dict[str, Any]:
     """What does not change while this process lives (read once)."""
-    env: dict[str, Any] = {name: _version(name) for name in _PACKAGES}
-    env.update(commit=_commit(), python=platform.python_version(), cpu=_cpu_model(), cores=os.cpu_count(),
+    env: dict[str, Any] = {name: installed_version(name) for name in _PACKAGES}
+    env.update(commit=_commit(), python=platform.python_version(), cpu=cpu_model(), cores=os.cpu_count(),
                cores_usable=len(os.sched_getaffinity(0)), host=socket.gethostname(),
                platform=platform.platform(terse=True))
     return env

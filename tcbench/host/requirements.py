@@ -4,8 +4,9 @@ Nothing here imports torch, torch_xla or any Jupyter package: versions come from
 and the C++ compiler from ``PATH``, so ``tc.backends()`` and ``tcbench doctor`` answer at once, and they
 answer even where a package is missing or broken.
 
-``REQUIREMENTS`` repeats pyproject.toml's ranges and ``TESTED`` repeats constraints.txt's exact versions
-(a wheel ships neither file); tests/test_packaging.py checks both copies.
+``REQUIREMENTS`` is pyproject.toml's ranges as the installed distribution's metadata lists them
+(``importlib.metadata.requires``); ``TESTED`` repeats constraints.txt's exact versions (a wheel does not ship the
+file); tests/test_packaging.py checks both against the files.
 """
 
 from __future__ import annotations
@@ -34,27 +35,55 @@ class Requirement:
         return f"{self.name}{self.spec}"
 
 
-# pyproject.toml's [project] dependencies and the lab / xla extras, in its order (a test checks they agree)
-REQUIREMENTS: tuple[Requirement, ...] = (
-    Requirement("torch", ">=2.4,<3", CORE, "training; fused AdamW on CPU since 2.4"),
-    Requirement("transformers", ">=5.0,<6", CORE, "the models (5.x loading defaults)"),
-    Requirement("tokenizers", ">=0.22,<1", CORE, "the shipped tokenizer"),
-    Requirement("optuna", ">=4.9,<6", CORE, "retune_lr; the heartbeat retry API of 4.9"),
-    Requirement("scipy", ">=1.11,<2", CORE, "Optuna's GPSampler (retune_lr's default up to 20 trials)"),
-    Requirement("sqlalchemy", ">=1.4.2,<3", CORE, "study storage URLs (optuna's floor)"),
-    Requirement("numpy", ">=1.26,<3", CORE, "data order and statistics"),
-    Requirement("pandas", ">=2.2,<4", CORE, "every table"),
-    Requirement("plotly", ">=6.0,<8", CORE, "charts and the HTML report"),
-    Requirement("tqdm", ">=4.60,<5", CORE, "CLI progress bars"),
-    Requirement("jupyterlab", ">=4.0,<5", LAB, "make lab: the panel in JupyterLab"),
-    Requirement("ipywidgets", ">=8.0,<9", LAB, "the panel's widgets"),
-    Requirement("anywidget", ">=0.9,<1", LAB, "plotly's live FigureWidget"),
-    Requirement("voila", ">=0.5,<0.6", LAB, "make app: the panel as a page"),
-    Requirement("nbconvert", ">=7.0,<8", LAB, "the gallery's HTML copies"),
-    Requirement("nbclient", ">=0.7,<1", LAB, "the gallery executes notebooks"),
-    Requirement("nbformat", ">=5.7,<6", LAB, "the gallery reads notebooks"),
-    Requirement("torch_xla", ">=2.4,<3", XLA, "the xla backend; its major.minor must equal torch's"),
-)
+# what tcbench uses each requirement for (and why its lower bound); the ranges come from the installed metadata
+WHY: dict[str, str] = {
+    "torch": "training; fused AdamW on CPU since 2.4",
+    "transformers": "the models (5.x loading defaults)",
+    "tokenizers": "the shipped tokenizer",
+    "optuna": "retune_lr; the heartbeat retry API of 4.9",
+    "scipy": "Optuna's GPSampler (retune_lr's default up to 20 trials)",
+    "sqlalchemy": "study storage URLs (optuna's floor)",
+    "numpy": "data order and statistics",
+    "pandas": "every table",
+    "plotly": "charts and the HTML report",
+    "tqdm": "CLI progress bars",
+    "psutil": "whether a recorded job's process still runs; ending its leftovers",
+    "jupyterlab": "make lab: the panel in JupyterLab",
+    "ipywidgets": "the panel's widgets",
+    "anywidget": "plotly's live FigureWidget",
+    "voila": "make app: the panel as a page",
+    "nbconvert": "the gallery's HTML copies",
+    "nbclient": "the gallery executes notebooks",
+    "nbformat": "the gallery reads notebooks",
+    "torch_xla": "the xla backend; its major.minor must equal torch's",
+}
+
+
+def _ordered(spec: str) -> str:
+    """A range as pyproject.toml writes it, lower bound first (metadata may list ``<3,>=2.4``)."""
+    return ",".join(sorted((c.strip() for c in spec.split(",") if c.strip()), key=lambda c: not c.startswith(">")))
+
+
+def _from_metadata() -> tuple[Requirement, ...]:
+    """The core requirements and the lab / xla extras, as the installed tcbench's metadata lists them
+    (``importlib.metadata.requires``: pyproject.toml's ranges, in its order)."""
+    try:
+        lines = importlib.metadata.requires("tcbench") or []
+    except importlib.metadata.PackageNotFoundError:   # run from a source tree that was never installed
+        return ()
+    out = []
+    for line in lines:
+        m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*(\[[^\]]*\])?\s*([^;]*?)\s*(?:;\s*extra\s*==\s*[\"']([\w-]+)[\"'])?\s*$", line)
+        if not m or m.group(1) == "tcbench":
+            continue
+        group = m.group(4) or CORE
+        if group in (CORE, LAB, XLA):
+            out.append(Requirement(m.group(1), _ordered(m.group(3)), group, WHY.get(m.group(1), "")))
+    return tuple(out)
+
+
+# pyproject.toml's [project] dependencies and the lab / xla extras, in its order, read from the installed metadata
+REQUIREMENTS: tuple[Requirement, ...] = _from_metadata()
 
 # constraints.txt: the exact versions `make` and CI install (a test checks this copy equals the file)
 TESTED: dict[str, str] = {

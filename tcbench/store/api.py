@@ -7,7 +7,7 @@ no ``eval`` on load. The columns of ``runs`` and ``steps`` are derived from the 
 (``JobResult``, ``JobFigures``, ``StepRecord``); inserts name their columns. The schema carries a
 version (``PRAGMA user_version``; on PostgreSQL a ``tcbench_meta`` row): an older store is upgraded when
 opened, a newer one is refused. The store is ``$TCBENCH_DB`` (a path, ``sqlite:///path`` or
-``postgresql://user:password@host:port/db``, see ``_store_pg.py``), else ``$TCBENCH_HOME/tcbench.db``, else
+``postgresql://user:password@host:port/db``, see ``store/postgres.py``), else ``$TCBENCH_HOME/tcbench.db``, else
 ``~/.cache/tcbench/tcbench.db``; it is read on every call so a notebook can switch stores.
 
 Nothing measured is lost and nothing stays ``running`` for ever:
@@ -27,10 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import socket
-import sqlite3
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -38,6 +35,11 @@ from typing import Any, Iterable
 import pandas as pd
 
 from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, sql_type
+from tcbench.host.paths import home, private_dir
+from tcbench.host.processes import end_leftovers, pid_alive
+from tcbench.store.base import Database, StoreError, StoreUnreachable
+from tcbench.store.postgres import Postgres, mask
+from tcbench.store.sqlite import SQLite
 
 SCHEMA_VERSION = 3
 HEARTBEAT_S = 30.0    # a running job's parent touches its row at least this often
@@ -74,104 +76,6 @@ TABLES: dict[str, list[tuple[str, str]]] = {
 _KEYS = {"steps": ", PRIMARY KEY (run_id, step)"}
 
 
-class StoreError(RuntimeError):
-    """The store cannot be used as asked (a newer schema, an unusable path, read-only); the message names why."""
-
-
-# what SQLite says when a write cannot happen right now: kept by the caller and written (or spooled) later
-_TRANSIENT = ("locked", "busy", "full", "disk i/o error", "readonly", "read-only", "unable to open")
-
-
-def transient(exc: BaseException) -> bool:
-    """True for a write that failed because of the store's state now (locked, disk full, its server
-    unreachable), not a bug."""
-    if isinstance(exc, StoreUnreachable):
-        return True
-    if "psycopg2" in sys.modules and isinstance(exc, (sys.modules["psycopg2"].OperationalError,
-                                                      sys.modules["psycopg2"].InterfaceError)):
-        return True   # PostgreSQL: the connection failed or was lost (a bug raises ProgrammingError & co)
-    return isinstance(exc, (sqlite3.OperationalError, OSError, StoreError)) and any(
-        word in str(exc).lower() for word in _TRANSIENT)
-
-
-def home() -> Path:
-    """tcbench's folder for the store, compile caches and run artifacts ($TCBENCH_HOME), always absolute."""
-    return Path(os.environ.get("TCBENCH_HOME") or Path.home() / ".cache" / "tcbench").expanduser().resolve()
-
-
-def private_dir(path: Path, tighten: bool = False) -> Path:
-    """``path`` created (with its parents) readable by this user only (0700): compile caches hold code.
-
-    ``tighten``: an existing folder of tcbench's own (its cache, its run folders) owned by this user is
-    made 0700 too (an older tcbench created them 0755).
-    """
-    path = Path(path)
-    if path.is_dir() and tighten:
-        st = path.stat()
-        if st.st_uid == os.getuid() and st.st_mode & 0o077:
-            path.chmod(0o700)
-    if not path.is_dir():
-        try:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            path.chmod(0o700)
-        except FileExistsError as exc:
-            raise StoreError(f"cannot use {path} as a folder: a file of that name exists") from exc
-        except NotADirectoryError as exc:
-            raise StoreError(f"cannot create the folder {path}: a part of its path is a file") from exc
-        except OSError as exc:
-            raise StoreError(f"cannot create the folder {path}: {exc.strerror or exc}") from exc
-    return path
-
-
-def pid_alive(pid: Any) -> bool:
-    """True when a process with this pid runs on this host (another user's counts; a zombie does not)."""
-    try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError, TypeError, OverflowError):
-        return False
-    except PermissionError:
-        pass
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2:].split()[0] not in (b"Z", b"X")
-    except (OSError, ValueError, IndexError):
-        return True
-
-
-def _leftovers(pgid: int, run_dir: str) -> list[int]:
-    """Processes of a job's process group that still run for that job's folder (checked in their environment)."""
-    found = []
-    marker = f"TCBENCH_RUN_DIR={run_dir}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            if int(stat[stat.rindex(b")") + 2:].split()[2]) != pgid:
-                continue
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    found.append(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
-def end_leftovers(worker_pid: Any, run_dir: Any) -> int:
-    """SIGKILL what a dead job left running (its process group, only processes working for its run folder)."""
-    if not worker_pid or not run_dir:
-        return 0
-    pids = _leftovers(int(worker_pid), str(run_dir))
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return len(pids)
-
-
 def default_path() -> Path | str:
     """``$TCBENCH_DB`` (a path, or a database URL as it is), else the file under ``home()``."""
     db = os.environ.get("TCBENCH_DB")
@@ -184,51 +88,16 @@ def _is_url(text: str) -> bool:
     return "://" in text and text.split("://", 1)[0].replace("+", "").isalnum()
 
 
-def _writable(path: Path) -> bool:
-    """Whether this process may write the store file and its folder (WAL needs files beside it)."""
-    folder = path.parent
-    return os.access(folder, os.W_OK | os.X_OK) and (not path.exists() or os.access(path, os.W_OK))
-
-
-class StoreUnreachable(StoreError):
-    """The store's server cannot be reached now (names host, port and why): a write is kept and spooled."""
-
-
-class Database:
-    """Where the store's rows live: one per kind of database (``_store_sqlite.SQLite``, ``_store_pg.Postgres``).
-
-    SQL is written with ``?`` placeholders; ``transaction`` yields an object with ``execute``,
-    ``executemany`` and ``insert`` (the new row's key), committed when the block ends.
-    """
-
-    path: Path | str        # how messages name the store (a URL with its password masked)
-    operational: tuple      # what a write raises when the database cannot take it now (kept, spooled)
-
-    def open(self, readonly: bool | None) -> bool: ...      # check the location; whether to open read-only
-    def version(self, readonly: bool) -> int: ...
-    def migrate(self, tables: dict, keys: dict, version: int) -> None: ...
-    def transaction(self, timeout: float, readonly: bool = False) -> Any: ...
-    def query(self, sql: str, params: tuple, readonly: bool) -> pd.DataFrame: ...
-    def spool_dirs(self) -> list[Path]: ...
-    def url(self) -> str: ...   # as SQLAlchemy (Optuna) opens it, password included: never show it
-
-
 def database(location: str | os.PathLike | None) -> Database:
     """The database ``location`` names: a path or ``sqlite:///path`` → SQLite; ``postgresql://…`` → PostgreSQL."""
-    from tcbench.store.sqlite import SQLite
-
     location = default_path() if location is None else location
     text = str(location)
     if isinstance(location, str) and _is_url(text):
         scheme = text.split("://", 1)[0].split("+", 1)[0].lower()
         if scheme in ("postgresql", "postgres"):
-            from tcbench.store.postgres import Postgres
-
             return Postgres(text)
         if scheme == "sqlite":
             return SQLite(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text[len("sqlite://"):])
-        from tcbench.store.postgres import mask
-
         raise StoreError(f"TCBENCH_DB={mask(text)!r} is not a store tcbench can use; allowed: a file path, "
                          "sqlite:///path or postgresql://user:password@host:port/database")
     return SQLite(location)

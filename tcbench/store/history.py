@@ -16,8 +16,11 @@ import pandas as pd
 from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.store.api import STEP_COLUMNS, Store
+from tcbench.view.format import is_null
 
-# what `tc.runs()` / `tcbench runs` show: the job, its figures in people's units, and where it ran
+# tc.runs()'s columns, in its order: stored columns of the `runs` table (store.api's names; the figures are
+# core.results.JobFigures'), two of them in people's units (median_step_s in ms, peak_mem_bytes in MiB). Data, not a
+# display table: the values stay numbers; `tcbench runs` writes them through tcbench.view.format.COLUMNS.
 _RUN_COLUMNS = ["run_id", "comparison_id", "round", "label", "created", "status", "model", "size", "backend",
                 "batch_size", "seq_len", "precision", "median_step_ms", "step_cv", "samples_s", "tokens_s",
                 "compile_latency_s", "cache_state", "peak_mem_mb", "mfu", "noisy", "noise_reason", "final_loss",
@@ -26,18 +29,8 @@ ENV_COLUMNS = ["host", "threads", "tcbench", "commit", "torch", "torch_xla", "tr
                "load_end"]
 
 
-def missing(value: Any) -> bool:
-    """None, NaN or pandas' NA: a figure that does not exist."""
-    if value is None:
-        return True
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
 def _num(value: Any) -> Any:
-    return None if missing(value) else value
+    return None if is_null(value) else value
 
 
 def _env_cells(env_json: Any) -> dict[str, Any]:
@@ -52,7 +45,7 @@ def runs(store: Store | None = None) -> pd.DataFrame:
     df["created"] = pd.to_datetime(df["created"], unit="s")
     df["median_step_ms"] = df["median_step_s"] * 1e3
     df["peak_mem_mb"] = df["peak_mem_bytes"] / 2**20
-    df["noisy"] = df["noisy"].map(lambda v: None if missing(v) else bool(v))
+    df["noisy"] = df["noisy"].map(lambda v: None if is_null(v) else bool(v))
     env = pd.DataFrame([_env_cells(v) for v in df["env_json"]], columns=ENV_COLUMNS, index=df.index)
     return pd.concat([df[_RUN_COLUMNS], env], axis=1)
 

@@ -27,7 +27,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pandas as pd
 
-from tcbench.store.api import Database, StoreError, StoreUnreachable, home
+from tcbench.core.errors import first_line
+from tcbench.host.paths import home
+from tcbench.store.base import Database, StoreError, StoreUnreachable
 
 _LOCK = 0x7463_6265_6E63   # pg_advisory_xact_lock key for the schema upgrade ("tcbenc")
 _CONNECT_TIMEOUT_S = 10
@@ -67,11 +69,6 @@ def _value(v: Any) -> Any:
 
 def _values(params: Iterable[Any]) -> tuple:
     return tuple(_value(v) for v in params)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 class _Tx:
@@ -124,7 +121,7 @@ class Postgres(Database):
             con = psycopg2.connect(self._dsn, connect_timeout=_CONNECT_TIMEOUT_S, application_name="tcbench")
         except psycopg2.OperationalError as exc:
             raise StoreUnreachable(f"the store {self.path} cannot be reached at {self.host}:{self.port} "
-                                   f"({mask(_first_line(exc), self._password)})") from None
+                                   f"({mask(first_line(exc, with_type=False), self._password)})") from None
         if readonly:
             con.set_session(readonly=True)
         return con

@@ -16,7 +16,8 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from tcbench.store.api import Database, StoreError, _writable, private_dir, transient
+from tcbench.host.paths import private_dir, writable
+from tcbench.store.base import Database, StoreError, transient
 
 
 class _Tx:
@@ -56,8 +57,8 @@ class SQLite(Database):
         if readonly is None:
             if not self.path.parent.exists():
                 private_dir(self.path.parent)
-            readonly = self.path.exists() and not _writable(self.path)
-            if not readonly and not _writable(self.path):
+            readonly = self.path.exists() and not writable(self.path)
+            if not readonly and not writable(self.path):
                 raise StoreError(f"cannot create the store {self.path}: its folder is not writable")
         if readonly and not self.path.is_file():
             raise StoreError(f"the store {self.path} does not exist (opened read-only)")
