@@ -9,8 +9,8 @@ import pytest
 
 from tcbench import JobSpec
 from tcbench.core.results import JobResult
-from tcbench.runner.process import _handle
-from tcbench.job.worker import _Channel
+from tcbench.job.protocol import Channel, End, Step
+from tcbench.runner.inbox import handle
 
 
 def _read_all(fd: int) -> list[dict]:
@@ -22,9 +22,9 @@ def _read_all(fd: int) -> list[dict]:
 
 def test_an_interrupt_after_a_write_neither_repeats_nor_drops_a_line(monkeypatch):
     r, w = os.pipe()
-    chan = _Channel(w)
+    chan = Channel(w)
     chan.FLUSH_S = 3600.0                    # steps wait for an explicit flush
-    monkeypatch.setattr(_Channel, "PIPE_BUF", 120)   # a few lines per write
+    monkeypatch.setattr(Channel, "PIPE_BUF", 120)   # a few lines per write
     for i in range(12):
         chan._lines.append((json.dumps({"type": "step", "step": i}) + "\n").encode())
     real_write, calls = os.write, []
@@ -40,7 +40,7 @@ def test_an_interrupt_after_a_write_neither_repeats_nor_drops_a_line(monkeypatch
     with pytest.raises(KeyboardInterrupt):
         chan.flush()
     monkeypatch.setattr(os, "write", real_write)
-    chan.send("end", status="interrupted")   # the job's way out flushes what is left
+    chan.send(End(status="interrupted"))   # the job's way out flushes what is left
     chan.close()
     lines = _read_all(r)
     os.close(r)
@@ -56,5 +56,6 @@ def test_the_runner_keeps_one_record_per_step():
     result = JobResult(spec=JobSpec(model="gpt2", size="tiny"), status="running", run_id=1)
     pending: list = []
     for step in (0, 1, 2, 1, 2, 3):
-        _handle({"type": "step", "step": step, "step_s": 0.01, "warmup": False}, result, pending, lambda e: None, "j")
+        handle(Step(step=step, step_s=0.01, samples_s=1.0, tokens_s=1.0, mem_bytes=0), result, pending,
+               lambda e: None, "j")
     assert [r.step for r in result.records] == [0, 1, 2, 3] and [r.step for r in pending] == [0, 1, 2, 3]

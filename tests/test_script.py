@@ -18,7 +18,9 @@ from types import SimpleNamespace
 import pytest
 
 import tcbench as tc
+from tcbench.measure.job import counted_batch_size
 from tcbench.runner import process as _runner
+from tcbench.runner.ending import script_ending
 from tcbench.job import track as _track
 from tcbench.measure.metrics import VERDICT_KINDS
 from tcbench.core.results import StepRecord
@@ -272,13 +274,13 @@ def test_how_a_script_that_ended_on_its_own_is_judged():
     recs = [StepRecord(step=i, step_s=0.5, samples_s=4 / 0.5, tokens_s=1.0, mem_bytes=0, warmup=i == 0)
             for i in range(3)]
     res = tc.JobResult(spec=spec, status="running", records=recs, log_tail="Traceback ... KeyError: 'x'")
-    assert _runner._script_ending(res, 0) == ("ok", "")
-    status, error = _runner._script_ending(res, 1)
+    assert script_ending(res, 0) == ("ok", "")
+    status, error = script_ending(res, 1)
     assert status == "failed" and "code 1 after 3 measured step(s)" in error and "KeyError" in error
     res.records = []
-    status, error = _runner._script_ending(res, 0)
+    status, error = script_ending(res, 0)
     assert status == "failed" and "without reporting a step" in error and "tcbench.track()" in error
-    assert _runner._batch_size(spec, recs) == 4 and _runner._batch_size(tc.JobSpec(batch_size=99), recs) == 99
+    assert counted_batch_size(spec, recs) == 4 and counted_batch_size(tc.JobSpec(batch_size=99), recs) == 99
 
 
 # -- bad inputs: refused by name before any process ----------------------------------------------------------

@@ -1,6 +1,6 @@
 """Data: the shipped review-sentiment task (or a user's CSV/JSONL file) turned into training batches.
 
-(A batch factory ``"package.module:function"`` yields its own batches: see ``tcbench/_factory.py``.) Text is
+(A batch factory ``"package.module:function"`` yields its own batches: see ``tcbench/job/factory.py``.) Text is
 tokenized with the shipped tokenizer, or with a local model folder's own tokenizer (``job_tokenizer``).
 
 One tokenization pass per ``batches`` call (the fast tokenizer's ``encode_batch``), then every
@@ -30,13 +30,12 @@ import csv
 import functools
 import io
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from tcbench.core.profiles import data_dir
-from tcbench.core.spec import PADDINGS, SpecError, _allowed, check_number
+from tcbench.core.spec import PADDINGS, SpecError, allowed_text, check_number
 
 DATA_DIR = data_dir()   # read once per job process
 
@@ -67,7 +66,7 @@ def load_examples(dataset: str = "builtin", split: str = "train") -> list[dict]:
     ``train`` the rest, both in file order. A bad file is a SpecError naming the file and the line.
     """
     if split not in SPLITS:
-        raise ValueError(f"split={split!r} is not known; allowed: {_allowed(SPLITS)}")
+        raise ValueError(f"split={split!r} is not known; allowed: {allowed_text(SPLITS)}")
     if dataset == "builtin":
         path = DATA_DIR / "task" / f"{split}.jsonl"
         rows = _read_file(str(path), _mtime(path))
@@ -289,9 +288,9 @@ def batches(task: str, examples: list[dict], tokenizer, batch_size: int, seq_len
     import numpy as np
 
     if task not in TASKS:
-        raise ValueError(f"task={task!r} is not known; allowed: {_allowed(TASKS)}")
+        raise ValueError(f"task={task!r} is not known; allowed: {allowed_text(TASKS)}")
     if padding not in PADDINGS:
-        raise ValueError(f"padding={padding!r} is not known; allowed: {_allowed(PADDINGS)}")
+        raise ValueError(f"padding={padding!r} is not known; allowed: {allowed_text(PADDINGS)}")
     for field, value, low in (("batch_size", batch_size, 1), ("seq_len", seq_len, 3), ("seed", seed, 0)):
         check_number(field, value, low, whole=True)
     if not examples:

@@ -44,7 +44,6 @@ PAD = "pad to a fixed length (padding='max_length') or bucket a few lengths (pad
 NO_SYNC = ("no .item(), float(tensor) or print(tensor) inside the step: keep values as tensors and read them "
            "every k steps, after the step")
 MARK_STEP = "one torch_xla.sync() (xm.mark_step()) per step, after optimizer.step(), and nothing that cuts the graph before it"
-AMP_ORDER = "with AMP: scale → (all-reduce) → unscale, clip → optimizer.step() → mark_step"
 
 
 def _shapes(batch: Any) -> tuple | None:

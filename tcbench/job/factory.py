@@ -24,8 +24,6 @@ from typing import Any, Callable, Iterator
 
 from tcbench.core.spec import DATASET_ALLOWED, MODEL_ALLOWED, SpecError
 
-MODEL_KWARGS = ("size", "seq_len", "num_labels", "dropout", "seed")
-BATCH_KWARGS = ("batch_size", "seq_len", "seed", "split")
 _ALLOWED = {"model": MODEL_ALLOWED, "dataset": DATASET_ALLOWED}
 
 

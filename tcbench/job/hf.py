@@ -1,9 +1,9 @@
 """A Hugging Face ``Trainer`` script measured by tcbench: two added lines.
 
-    import tcbench.job.hf                                   # before transformers (see USE_TORCH_XLA below)
+    import tcbench.hf                                   # before transformers (see USE_TORCH_XLA below)
     ...
-    args = tcbench.job.hf.training_args(TrainingArguments(...))          # the compiler tcbench's job asks for
-    trainer = Trainer(model=model, args=args, ..., callbacks=[tcbench.job.hf.TcbenchCallback()])
+    args = tcbench.hf.training_args(TrainingArguments(...))          # the compiler tcbench's job asks for
+    trainer = Trainer(model=model, args=args, ..., callbacks=[tcbench.hf.TcbenchCallback()])
 
 ``tcbench compare-script train.py --backends eager,inductor -- <its arguments>`` then runs the script once
 per backend and round. ``training_args`` switches the compiler through the ``TrainingArguments`` the script
@@ -65,7 +65,7 @@ def training_args(args: Any) -> Any:
 def _check_xla(args: Any) -> None:
     if args.device.type != "xla":
         raise RuntimeError(f"{_track.BACKEND_ENV}=xla, but the Trainer's device is {args.device}: transformers "
-                           "was imported with USE_TORCH_XLA=0 (import tcbench.job.hf before transformers, or set "
+                           "was imported with USE_TORCH_XLA=0 (import tcbench.hf before transformers, or set "
                            "USE_TORCH_XLA=1 and PJRT_DEVICE)")
 
 
@@ -89,7 +89,7 @@ class TcbenchCallback(TrainerCallback):
         backend = tracker.spec.backend
         if backend == "eager" and args.torch_compile:
             msg = ("the eager baseline would be compiled (torch_compile=True): pass the TrainingArguments through "
-                   "tcbench.job.hf.training_args(args), which switches the compiler per job")
+                   "tcbench.hf.training_args(args), which switches the compiler per job")
             _track.JOB.end("failed", msg)
             raise RuntimeError(msg)
         if backend == "inductor" and args.torch_compile:

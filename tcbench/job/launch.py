@@ -13,7 +13,6 @@ stops its ranks itself.
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import sys
@@ -56,9 +55,10 @@ def torchrun_args(spec: "JobSpec", spec_json: str, run_dir: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     from tcbench.core.spec import JobSpec
-    from tcbench.job.worker import _die_with_parent
+    from tcbench.job.process_tools import die_with_parent
+    from tcbench.job.protocol import Phase, encode
 
-    _die_with_parent()
+    die_with_parent()
     fd, spec_json, run_dir = int(argv[0]), argv[1], argv[2]
     spec = JobSpec.from_json(spec_json)
     fifo = os.path.join(run_dir, "channel.fifo")
@@ -69,8 +69,8 @@ def main(argv: list[str]) -> int:
     forwarder.start()
     os.environ.update(TCBENCH_CHANNEL=fifo, TCBENCH_PARENT_PID=str(os.getpid()))
     if spec.nnodes > 1:   # the stall clock's message names what the job waits for
-        os.write(fd, (json.dumps({"type": "phase", "phase": f"waiting for {spec.nnodes} nodes at "
-                                  f"{spec.rdzv_endpoint} (this is node {spec.node_rank})"}) + "\n").encode())
+        os.write(fd, encode(Phase(f"waiting for {spec.nnodes} nodes at {spec.rdzv_endpoint} "
+                                  f"(this is node {spec.node_rank})")).encode())
     from torch.distributed.run import main as torchrun
 
     code = 0

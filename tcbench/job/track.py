@@ -12,11 +12,12 @@ A plain PyTorch loop gets two added lines::
 
 ``tcbench compare-script train.py`` (or ``tc.compare_script``) runs the script once per backend and round,
 each in its own process with ``TCBENCH_SPEC`` / ``TCBENCH_BACKEND`` / ``TCBENCH_FD`` in its environment
-(README, "Your own training script"). Inside such a job the tracker speaks the job protocol of
-``tcbench.job.worker`` on that file descriptor: phases, the one-line compiler announcement, meta, one ``step``
-per ``t.step`` (timed between consecutive calls, the device synchronised before the clock stops; the loss
-read every ``loss_every`` steps), counters after warmup and at the end, sched, end. At the job's ``steps``
-``t.step`` raises ``StopTraining``, which ``track``'s ``with`` block swallows: the script goes on after it.
+(README, "Your own training script"). Inside such a job the tracker speaks the job protocol
+(``tcbench.job.protocol``, as tcbench's own worker does) on that file descriptor: phases, the one-line
+compiler announcement, meta, one ``step`` per ``t.step`` (timed between consecutive calls, the device
+synchronised before the clock stops; the loss read every ``loss_every`` steps), counters after warmup and at
+the end, sched, end. At the job's ``steps`` ``t.step`` raises ``StopTraining``, which ``track``'s ``with``
+block swallows: the script goes on after it.
 
 Outside a job (no ``TCBENCH_FD``) ``track()`` is a no-op and ``compile_for_backend`` returns its arguments
 unchanged, unless ``TCBENCH_BACKEND`` is set by hand. Importing this module never imports torch.
@@ -33,6 +34,8 @@ import traceback
 from typing import Any
 
 from tcbench.core.spec import BACKENDS, JobSpec
+from tcbench.job import process_tools as _proc
+from tcbench.job.protocol import Channel, Counters, End, Message, Meta, Phase, Step
 
 BACKEND_ENV = "TCBENCH_BACKEND"
 _OWNER_ENV = "TCBENCH_SCRIPT_PID"    # the job's own process; its children are never the job
@@ -50,7 +53,7 @@ class _Job:
 
     def __init__(self) -> None:
         self.spec: JobSpec | None = None
-        self.chan: Any = None           # tcbench.job.worker._Channel on TCBENCH_FD
+        self.chan: Channel | None = None   # the job's channel on TCBENCH_FD
         self.pid = 0
         self.announced = False
         self.configured = False          # compile_for_backend / hf.training_args switched the compiler
@@ -64,9 +67,9 @@ class _Job:
     def active(self) -> bool:
         return self.chan is not None and self.pid == os.getpid()
 
-    def send(self, kind: str, **payload: Any) -> None:
+    def send(self, msg: Message) -> None:
         if self.active:
-            self.chan.send(kind, **payload)
+            self.chan.send(msg)
 
     def flush(self) -> None:
         if self.active:
@@ -77,18 +80,16 @@ class _Job:
         if not self.active or self.finished:
             return
         self.finished = True
-        from tcbench.job.worker import _finish
-
         try:
             backend = _backend_object(self.spec)
         except Exception:  # noqa: BLE001 - e.g. torch itself failed to import: the end message still goes out
             backend = None
         if tb or backend is None:
             counters = {} if backend is None else _counters(backend)
-            self.chan.send("end", status=status, error=error, traceback=tb, counters=counters,
-                           diagnostics=self.diag.collect() if self.diag is not None else {})
+            self.chan.send(End(status=status, error=error, traceback=tb, counters=counters,
+                               diagnostics=self.diag.collect() if self.diag is not None else {}))
         else:
-            _finish(self.chan, backend, self.spec, os.environ.get("TCBENCH_RUN_DIR", "."), status, error)
+            _proc.finish(self.chan, backend, self.spec, os.environ.get("TCBENCH_RUN_DIR", "."), status, error)
         self.flush()
 
 
@@ -108,9 +109,7 @@ def _claim() -> None:
         if not _alive(int(parent)):
             os._exit(1)              # tcbench's process died before this one joined: nobody to report to
         return                       # a child the script started before importing tcbench
-    from tcbench.job.worker import _die_with_parent
-
-    _die_with_parent()
+    _proc.die_with_parent()
     os.environ[_OWNER_ENV] = str(os.getpid())
     _join(JobSpec.from_json(os.environ["TCBENCH_SPEC"]), int(fd))
     import signal
@@ -126,15 +125,13 @@ def _claim() -> None:
         previous(kind, exc, tb)
 
     sys.excepthook = hook
-    JOB.send("phase", phase="loading")
+    JOB.send(Phase("loading"))
 
 
 def _join(spec: JobSpec, fd: int) -> None:
     """Speak for ``spec``'s job on file descriptor ``fd`` from this process (tests and benchmarks attach a pipe)."""
-    from tcbench.job.worker import _Channel
-
     JOB.__init__()
-    JOB.spec, JOB.chan, JOB.pid = spec, _Channel(fd), os.getpid()
+    JOB.spec, JOB.chan, JOB.pid = spec, Channel(fd), os.getpid()
 
 
 def _alive(pid: int) -> bool:
@@ -148,12 +145,10 @@ def _alive(pid: int) -> bool:
 
 
 def _report_exception(exc: BaseException, tb: str) -> None:
-    from tcbench.job.worker import _classify
-
     if isinstance(exc, StopTraining):   # raised outside a `with tcbench.track()` block: the steps are measured
         JOB.end("ok")
         return
-    JOB.end(_classify(exc), f"{type(exc).__name__}: {exc}"[:2000], tb[-6000:])
+    JOB.end(_proc.classify(exc), f"{type(exc).__name__}: {exc}"[:2000], tb[-6000:])
 
 
 def _at_exit() -> None:
@@ -225,9 +220,7 @@ def announce() -> None:
     JOB.announced = True
     spec = _spec()
     if JOB.active:
-        from tcbench.job.worker import _announce
-
-        _announce(JOB.chan, spec)
+        _proc.announce(JOB.chan, spec)
     elif spec.compiled:
         print(f"[tcbench] Found configuration for compiler {spec.backend} ({BACKEND_ENV}). Configuring tcbench "
               f"{spec.backend} backend (mode={spec.compile_mode}) ...", file=sys.stderr, flush=True)
@@ -330,26 +323,24 @@ class Tracker:
         self._steady: tuple | None = None
         self._meter: Any = None
 
-    # the protocol, shared with tcbench.job.hf.TcbenchCallback
+    # the protocol, shared with tcbench.hf.TcbenchCallback
     def begin(self) -> None:
         if not self.on:
             return
         if self.spec.compiled and not JOB.configured:
             msg = (f"{BACKEND_ENV}={self.spec.backend}, but the script never switched the compiler on: call "
-                   "tcbench.compile_for_backend(model, optimizer) (a Trainer: args = tcbench.job.hf.training_args(args)); "
+                   "tcbench.compile_for_backend(model, optimizer) (a Trainer: args = tcbench.hf.training_args(args)); "
                    f"measuring it would label an eager run as {self.spec.backend}")
             JOB.end("failed", msg)
             raise RuntimeError(msg)
         announce()
-        from tcbench.job.worker import RssMeter
-
         if self.spec.compiled:
             from tcbench.job.diagnostics import setup as diagnose
 
             JOB.diag = diagnose(self.spec.backend)   # before the first compiled step (compiling is lazy)
         self._backend = _backend_object(self.spec)
-        self._meter = RssMeter()   # baseline: the script's model, optimizer and data exist by now
-        JOB.send("phase", phase="compiling" if self.spec.compiled else "warmup")
+        self._meter = _proc.RssMeter()   # baseline: the script's model, optimizer and data exist by now
+        JOB.send(Phase("compiling" if self.spec.compiled else "warmup"))
         if self.spec.warmup_steps == 0:
             self._measuring()
         self.start_step()
@@ -389,7 +380,7 @@ class Tracker:
         mem = peak if peak is not None else self._meter.peak_above_baseline()
         self.count = i + 1
         if self.count == spec.warmup_steps:
-            JOB.send("counters", when="after_warmup", counters=_counters(self._backend))
+            JOB.send(Counters(when="after_warmup", counters=_counters(self._backend)))
             self._measuring()
         return dict(step=i, step_s=dt, samples_s=batch / dt, tokens_s=batch * seq / dt, mem_bytes=int(mem),
                     loss=value, warmup=i < spec.warmup_steps, seq_len=seq, cpu_s=cpu)
@@ -398,7 +389,7 @@ class Tracker:
         """Send a step record; True when the job is over (its steps done, or diverged / out of budget)."""
         if rec is None:
             return JOB.finished
-        JOB.send("step", **rec)
+        JOB.send(Step(**rec))
         loss, spec = rec["loss"], self.spec
         budget = None if spec.memory_budget_gb is None else spec.memory_budget_gb * 2**30
         if loss is not None and not math.isfinite(loss):
@@ -413,26 +404,20 @@ class Tracker:
     def finish(self, status: str = "ok", error: str = "") -> None:
         if not self.on or JOB.finished:
             return
-        from tcbench.job.worker import _send_sched
-
-        _send_sched(JOB.chan, self._steady)
+        _proc.send_sched(JOB.chan, self._steady)
         JOB.end(status, error)
 
     def _measuring(self) -> None:
-        from tcbench.job.worker import _cpu_jiffies, _sched_wait_s
-
-        JOB.send("phase", phase="measuring")
-        self._steady = (time.perf_counter(), time.process_time(), _sched_wait_s(), _cpu_jiffies())
+        JOB.send(Phase("measuring"))
+        self._steady = _proc.steady_start()
 
     def _meta(self, batch: int, seq: int) -> None:
         import torch
 
-        from tcbench.job.worker import _gpu_env
-
         n = None if self.model is None else int(sum(p.numel() for p in self.model.parameters()))
-        JOB.send("meta", n_params=n, flops_per_step=None if n is None else 6.0 * n * batch * seq,
-                 device=str(self._backend.device), task="script", threads=torch.get_num_threads(), env=_gpu_env(),
-                 mem_baseline_bytes=self._meter.baseline)
+        JOB.send(Meta(n_params=n, flops_per_step=None if n is None else 6.0 * n * batch * seq,
+                      device=str(self._backend.device), task="script", threads=torch.get_num_threads(),
+                      env=_proc.gpu_env(), mem_baseline_bytes=self._meter.baseline))
 
     # the plain loop's API
     def step(self, loss: Any = None, batch: Any = None, *, batch_size: int | None = None,

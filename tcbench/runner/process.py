@@ -10,18 +10,19 @@ Nothing is left behind: the job runs in a process group of its own and dies with
 the group, drains what the job had sent and writes it. Records the store cannot take now (locked,
 disk full) are kept and retried, then spooled beside the store and merged when it is next opened.
 The wait ends when the job's process exits, even if something else still holds its pipe.
+
+The job speaks ``tcbench.job.protocol``; what each message changes in the result is ``tcbench.runner.inbox``'s,
+how the job ended ``tcbench.runner.ending``'s, and its figures are computed in ``tcbench.measure.job``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import queue
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,18 +31,23 @@ import time
 import warnings
 from pathlib import Path
 from statistics import median
-from typing import Any, Callable
+from typing import Any
 
 from tcbench.host.env import job_env as job_env_info
 from tcbench.host.env import load_now
-from tcbench.measure.metrics import job_figures
+from tcbench.job.protocol import End, Log, Step, decode
+from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_reference
+from tcbench.runner.ending import conclude
+from tcbench.runner.inbox import Observer, handle
 from tcbench.runner.preflight import check as preflight
 from tcbench.host.probe import peak_flops
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import JobSpec
-from tcbench.store.api import HEARTBEAT_S, STEP_COLUMNS, Store, StoreError, home, private_dir, transient
+from tcbench.host.paths import home, private_dir
+from tcbench.store.api import HEARTBEAT_S, Store
+from tcbench.store.base import StoreError, transient
 
-Observer = Callable[[dict], None]
+
 _POLL_S = 0.25
 # Step records reach the store in small batches: one SQLite commit per step would wake this process
 # (and steal a core from the job's OpenMP threads) on every step of a fast job.
@@ -192,13 +198,17 @@ def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[s
     return [sys.executable, spec.script, *spec.script_args], os.getcwd(), env
 
 
-def _reader(stream: Any, q: "queue.Queue[dict | None]") -> None:
+def _reader(stream: Any, q: queue.Queue) -> None:
+    """The job's messages, decoded, onto ``q``; None when its pipe closes. A line that is no message becomes a
+    log line."""
     with stream:
         for line in stream:
             try:
-                q.put(json.loads(line))
-            except json.JSONDecodeError:
-                q.put({"type": "log", "line": line.rstrip()})
+                q.put(decode(line))
+            except json.JSONDecodeError:   # not JSON: the job's own output, shown as it is
+                q.put(Log(line.rstrip()))
+            except ValueError as exc:      # JSON, but no message of the protocol: named, not dropped
+                q.put(Log(f"[tcbench] the runner cannot read this job message ({exc}): {line.rstrip()}"[:2000]))
     q.put(None)
 
 
@@ -314,19 +324,6 @@ def _probe(spec: JobSpec, store: Store) -> dict:
         return {"error": f"the peak-FLOPs probe failed: {exc}"[:300]}
 
 
-def _datasheet_peak(spec: JobSpec) -> dict:
-    from tcbench.core.profiles import profile
-
-    dtype = "fp32" if spec.precision == "fp32" else spec.precision
-    try:
-        tflops = profile(spec.profile).peak_tflops.get(dtype)
-    except Exception:  # noqa: BLE001 - a profile without a figure: MFU says so
-        tflops = None
-    if not tflops:
-        return {"error": f"the profile {spec.profile!r} has no {dtype} datasheet peak"}
-    return {"flops": tflops * 1e12, "disturbed": "", "source": f"{spec.profile} datasheet"}
-
-
 def _stall_limit(spec: JobSpec, records: list[StepRecord]) -> float:
     """Seconds without any message after which the job is stalled: max(stall_s, STALL_STEPS x median step)."""
     steps = [r.step_s for r in records if r.step_s]
@@ -337,7 +334,8 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
              stop: threading.Event | None, run_dir: Path, job: str) -> None:
     probe = result.extra["probe"] = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
-    before = _count_files(cache / spec.backend if spec.backend == "xla" else cache / "inductor")
+    compile_cache = cache / spec.backend if spec.backend == "xla" else cache / "inductor"
+    before = _count_files(compile_cache)
     read_fd, write_fd = os.pipe()
     log_path = run_dir / "worker.log"
     t0 = time.monotonic()
@@ -351,40 +349,8 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
     q: queue.Queue = queue.Queue()
     reader = threading.Thread(target=_reader, args=(os.fdopen(read_fd), q), daemon=True)
     reader.start()
-    end, ending = None, ""    # ending: why the runner ended the job (stopped / stalled / timed out)
-    exited: float | None = None          # when the job's process was seen to have exited
-    heard = time.monotonic()             # the last message from the job: the stall clock
     try:
-        while True:
-            writer.flush(idle=q.empty())
-            now = time.monotonic()
-            if not ending and stop is not None and stop.is_set():
-                ending = "stopped by the user; the steps measured so far are kept"
-                _kill(proc)
-            if not ending and spec.timeout_s is not None and now - t0 > spec.timeout_s:
-                ending = f"timed out after timeout_s={spec.timeout_s:g} s; the steps measured so far are kept"
-                _kill(proc)
-            limit = _stall_limit(spec, result.records)
-            if not ending and end is None and now - heard > limit:
-                phase = result.extra.get("phase", "starting")
-                ending = (f"stalled: no report for {now - heard:.0f} s while {phase} (limit max(stall_s="
-                          f"{spec.stall_s:g}, {STALL_STEPS} x median step) = {limit:.0f} s); the steps measured "
-                          "so far are kept")
-                _kill(proc)
-            if exited is None and proc.poll() is not None:
-                exited = now
-            try:
-                msg = q.get(timeout=_POLL_S)
-            except queue.Empty:
-                if exited is not None and time.monotonic() - exited > _EXIT_GRACE_S:
-                    break   # the job is gone; whatever still holds its pipe is not ours to wait for
-                continue
-            if msg is None:   # the pipe closed: the process may still be tearing down (a script's interpreter)
-                if end is None:
-                    _await_exit(proc, stop)
-                break
-            heard = time.monotonic()
-            end = _handle(msg, result, writer.pending, notify, job) or end
+        end, ending = _wait(proc, q, spec, result, writer, notify, stop, job, t0)
     finally:
         _kill(proc)   # a no-op when it has ended; on an exception here the job must not outlive the wait
         _drain(q, result, writer.pending)
@@ -393,10 +359,59 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         result.log_tail = _tail(log_path)
-    after = _count_files(cache / spec.backend if spec.backend == "xla" else cache / "inductor")
     if spec.compiled:
-        result.cache_state = "cold" if (after > before or spec.cache == "cold") else "warm"
-    _conclude(result, end, proc.returncode, ending, spec, probe)
+        result.cache_state = "cold" if (_count_files(compile_cache) > before or spec.cache == "cold") else "warm"
+    conclude(result, end, proc.returncode, ending)
+    summary = allreduce_summary(result.extra.get("allreduce_steps") or [], result.records, spec.warmup_steps)
+    if summary is not None:
+        result.extra["allreduce"] = summary
+    _set_figures(result, spec, probe, **compile_counts(result.extra.get("counters"),
+                                                        result.extra.get("counters_after_warmup")))
+
+
+def _wait(proc: subprocess.Popen, q: queue.Queue, spec: JobSpec, result: JobResult, writer: _Writer,
+          notify: Observer, stop: threading.Event | None, job: str, t0: float) -> tuple[End | None, str]:
+    """Take the job's messages until it ends: (its own End or None, why the runner ended it or "")."""
+    end: End | None = None
+    ending = ""                          # why the runner ended the job (stopped / stalled / timed out)
+    exited: float | None = None          # when the job's process was seen to have exited
+    heard = time.monotonic()             # the last message from the job: the stall clock
+    while True:
+        writer.flush(idle=q.empty())
+        now = time.monotonic()
+        if not ending:
+            ending = _reason_to_end(spec, result, stop, now - t0, now - heard if end is None else 0.0)
+            if ending:
+                _kill(proc)
+        if exited is None and proc.poll() is not None:
+            exited = now
+        try:
+            msg = q.get(timeout=_POLL_S)
+        except queue.Empty:
+            if exited is not None and time.monotonic() - exited > _EXIT_GRACE_S:
+                return end, ending   # the job is gone; whatever still holds its pipe is not ours to wait for
+            continue
+        if msg is None:   # the pipe closed: the process may still be tearing down (a script's interpreter)
+            if end is None:
+                _await_exit(proc, stop)
+            return end, ending
+        heard = time.monotonic()
+        end = handle(msg, result, writer.pending, notify, job) or end
+
+
+def _reason_to_end(spec: JobSpec, result: JobResult, stop: threading.Event | None, ran: float, silent: float) -> str:
+    """Why the runner ends the job now ("" while it may go on): a stop, its timeout, or ``silent`` seconds
+    without a message past the stall limit."""
+    if stop is not None and stop.is_set():
+        return "stopped by the user; the steps measured so far are kept"
+    if spec.timeout_s is not None and ran > spec.timeout_s:
+        return f"timed out after timeout_s={spec.timeout_s:g} s; the steps measured so far are kept"
+    limit = _stall_limit(spec, result.records)
+    if silent > limit:
+        phase = result.extra.get("phase", "starting")
+        return (f"stalled: no report for {silent:.0f} s while {phase} (limit max(stall_s={spec.stall_s:g}, "
+                f"{STALL_STEPS} x median step) = {limit:.0f} s); the steps measured so far are kept")
+    return ""
 
 
 def _drain(q: queue.Queue, result: JobResult, pending: list) -> None:
@@ -408,165 +423,15 @@ def _drain(q: queue.Queue, result: JobResult, pending: list) -> None:
             return
         if msg is None:
             return
-        if msg.get("type") == "step":
-            _handle(msg, result, pending, lambda e: None, "")
-
-
-def _handle(msg: dict, result: JobResult, pending: list, notify: Observer, job: str) -> dict | None:
-    kind = msg.get("type")
-    base = {"job": job, "backend": result.spec.backend, "label": result.name, "run_id": result.run_id}
-    if kind == "end" and msg.get("rank"):   # another rank of a data-parallel job: kept, not the job's end
-        result.extra.setdefault("rank_ends", {})[str(msg["rank"])] = {k: msg.get(k) for k in ("status", "error")}
-        return None
-    if kind == "step":
-        rec = StepRecord(**{k: msg.get(k) for k in STEP_COLUMNS})
-        if result.records and rec.step <= result.records[-1].step:
-            return None   # sent again (a job interrupted in its write re-sends on the way out): steps only grow
-        result.records.append(rec)
-        pending.append(rec)
-        if "allreduce_bytes" in msg:   # data parallel: this step's gradient all-reduce (rank 0's view)
-            result.extra.setdefault("allreduce_steps", []).append(
-                [msg["step"], msg["allreduce_bytes"], msg["allreduce_s"], msg.get("buckets")])
-        notify({"type": "step", **base, "record": rec})
-    elif kind == "parallel":
-        result.extra.update(world_size=msg["world_size"], dist_backend=msg["backend"])
-    elif kind == "meta":
-        result.device = msg["device"]
-        result.extra.update(n_params=msg["n_params"], flops_per_step=msg["flops_per_step"])
-        if msg.get("tokenizer"):
-            result.extra["tokenizer"] = msg["tokenizer"]
-        result.env.update(msg.get("env") or {}, threads=msg.get("threads", result.env.get("threads")))
-    elif kind == "phase":
-        result.extra["phase"] = msg["phase"]
-        notify({"type": "phase", **base, "phase": msg["phase"]})
-    elif kind == "compiler":
-        result.extra["compiler"] = {k: v for k, v in msg.items() if k != "type"}
-        notify({"type": "compiler", **base, **result.extra["compiler"]})
-    elif kind == "sched":
-        result.extra["sched"] = {k: v for k, v in msg.items() if k != "type"}
-    elif kind == "counters":
-        result.extra["counters_after_warmup"] = msg["counters"]
-    elif kind == "eval":   # the held-out loss per batch; "initial": before the first step (did it learn?)
-        key = "eval_loss_initial" if msg.get("when") == "initial" else "eval_loss"
-        losses = [float(x) for x in msg.get("losses") or [msg["eval_loss"]]]
-        result.extra[key] = msg["eval_loss"]
-        result.extra[key.replace("loss", "losses")] = losses
-        if len(losses) > 1:
-            result.extra[key + "_se"] = statistics.stdev(losses) / math.sqrt(len(losses))
-    elif kind == "log":
-        notify({"type": "log", **base, "line": msg["line"]})
-    elif kind == "end":
-        return msg
-    return None
-
-
-def _conclude(result: JobResult, end: dict | None, returncode: int, ending: str, spec: JobSpec,
-              probe: dict) -> None:
-    recompiles = graph_breaks = None
-    if end is not None:
-        result.status, result.error = end["status"], end.get("error", "")
-        counters = end.get("counters") or {}
-        result.extra["counters"] = counters
-        if end.get("diagnostics"):   # graph breaks, recompiles, fallbacks, host transfers: where and why
-            result.extra["diagnostics"] = end["diagnostics"]
-        if end.get("noise"):   # the gradient noise scale from the steady steps' micro-batch gradient norms
-            _noise_scale(result, spec, end["noise"])
-        if end.get("traceback"):
-            result.extra["traceback"] = end["traceback"]
-        warm = result.extra.get("counters_after_warmup") or {}
-        if "compiles" in counters and "compiles" in warm:
-            recompiles = counters["compiles"] - warm["compiles"]
-        graph_breaks = counters.get("graph_breaks")
-        if spec.script is not None and returncode > 0 and result.ok:
-            result.status, result.error = _script_ending(result, returncode)
-    elif ending:
-        result.status, result.error = "interrupted", ending
-    elif returncode < 0:
-        sig = signal.Signals(-returncode).name
-        hint = " (possibly the kernel's out-of-memory killer)" if sig == "SIGKILL" else ""
-        result.status, result.error = "interrupted", f"the job process was killed by {sig}{hint}"
-    elif spec.script is not None:
-        result.status, result.error = _script_ending(result, returncode)
-    else:
-        result.status = "failed"
-        result.error = f"the job process exited with code {returncode} before reporting; log tail:\n" + result.log_tail[-1500:]
-    _rank_failure(result, ending)
-    _allreduce_summary(result, spec)
-    _set_figures(result, spec, probe, recompiles_after_warmup=recompiles, graph_breaks=graph_breaks)
-
-
-def _rank_failure(result: JobResult, ending: str) -> None:
-    """A data-parallel job ends as its first failing rank says (torchrun then stops the others, rank 0 too)."""
-    failed = {r: e for r, e in (result.extra.get("rank_ends") or {}).items() if e.get("status") != "ok"}
-    if not failed or ending:   # a stop, a stall or a timeout says why itself
-        return
-    rank, first = next(iter(failed.items()))
-    if result.status in ("ok", "failed", "interrupted"):
-        result.status = first.get("status") or "failed"
-        result.error = f"rank {rank}: {first.get('error') or 'failed'}"[:2000]
-
-
-def _allreduce_summary(result: JobResult, spec: JobSpec) -> None:
-    """The steady steps' gradient all-reduce: bytes and milliseconds per step (median, IQR) and its share of the
-    step (communication / step time; the buckets overlap the backward, so this bounds what overlap could hide)."""
-    rows = [r for r in result.extra.get("allreduce_steps") or [] if r[0] >= spec.warmup_steps]
-    steps = {rec.step: rec.step_s for rec in result.records}
-    if not rows:
-        return
-    ms = sorted(r[2] * 1e3 for r in rows)
-    q = statistics.quantiles(ms, n=4) if len(ms) > 1 else [ms[0]] * 3
-    shares = [r[2] / steps[r[0]] for r in rows if steps.get(r[0])]
-    result.extra["allreduce"] = {"bytes_per_step": int(median(r[1] for r in rows)), "ms_median": q[1],
-                                 "ms_q1": q[0], "ms_q3": q[2], "buckets": rows[-1][3], "steps": len(rows),
-                                 "share_of_step": median(shares) if shares else None}
-
-
-def _noise_scale(result: JobResult, spec: JobSpec, samples: list[dict]) -> None:
-    from tcbench.tuning.noise import estimate
-
-    result.extra["noise_samples"] = samples
-    steady = samples[spec.warmup_steps:]
-    steady = steady[len(steady) // 2:] if len(steady) >= 4 else steady   # it grows as the loss falls: the later half
-    try:
-        est = estimate(steady, spec.batch_size, spec.batch_size // spec.noise_micro_batches, run_id=result.run_id,
-                       seed=spec.seed)
-    except ValueError as exc:   # too few steady steps (the job ended early)
-        result.extra["noise_scale_error"] = str(exc)
-        return
-    result.extra["noise_scale"] = est.to_dict()
-
-
-def _script_ending(result: JobResult, returncode: int) -> tuple[str, str]:
-    """(status, error) of a script that ended on its own without an ``end`` message, or with an error after it."""
-    n = len(result.records)
-    if returncode == 0 and n:
-        return "ok", ""
-    if returncode == 0:
-        return "failed", ("the script exited (code 0) without reporting a step, so nothing was measured: wrap its "
-                          "loop in `with tcbench.track() as t:` and call `t.step(loss)` per step, or add "
-                          "`tcbench.job.hf.TcbenchCallback()` to its Trainer's callbacks (see examples/)")
-    done = f"after {n} measured step(s), which are kept" if n else "before reporting a step"
-    return "failed", f"the script exited with code {returncode} {done}; log tail:\n" + result.log_tail[-1500:]
-
-
-def _batch_size(spec: JobSpec, records: list[StepRecord]) -> int:
-    """The batch samples/s is counted with: a script's own per-step batch (samples_s x step_s), else the spec's."""
-    sizes = [r.samples_s * r.step_s for r in records if not r.warmup and r.samples_s and r.step_s]
-    return max(1, round(median(sizes))) if spec.script is not None and sizes else spec.batch_size
+        if isinstance(msg, Step):
+            handle(msg, result, pending, lambda e: None, "")
 
 
 def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) -> None:
     """The job's figures from its records and what it reported (also for a job cut short by the caller)."""
     result.records.sort(key=lambda r: r.step)
-    sched = result.extra.get("sched") or {}
-    threads = result.env.get("threads") or _threads(spec)
-    wait = sched.get("wait_s")
-    waiting = 1 if sched.get("wait_main_only") else threads   # a rank's main thread alone, or every thread
-    wait_share = None if wait is None or not sched.get("wall_s") else wait / (sched["wall_s"] * waiting)
-    if result.device.startswith("cuda"):   # on a GPU the reference is the profile's datasheet peak
-        probe = _datasheet_peak(spec)
+    probe = mfu_reference(result.device, spec, probe)   # on a GPU: the profile's datasheet peak
     result.extra["probe"] = {k: v for k, v in probe.items() if k != "cached"}
-    result.figures = job_figures(result.records, _batch_size(spec, result.records), spec.warmup_steps, threads=threads,
-                                 wait_share=wait_share, steal_share=sched.get("steal_share"), probe=probe,
-                                 blocks=spec.world_size > 1, n_params=result.extra.get("n_params"),
-                                 flops_per_step=result.extra.get("flops_per_step"), **given)
+    result.figures = figures(result.records, spec, probe, result.env.get("threads") or _threads(spec),
+                             result.extra.get("sched") or {}, n_params=result.extra.get("n_params"),
+                             flops_per_step=result.extra.get("flops_per_step"), **given)

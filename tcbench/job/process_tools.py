@@ -1,0 +1,154 @@
+"""What every job process shares, tcbench's worker and a user's script alike (``tcbench.job.track``): dying
+with the parent, the CPU and memory meters, how an exception ends a job, and the messages both compose the
+same way (the compiler announcement, the steady steps' scheduling, the job's ``End``).
+
+Importing this module never imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from tcbench.core.spec import JobSpec
+from tcbench.job.protocol import Channel, Compiler, End, Log, Sched
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a kernel restart must not leave a job running)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        if str(os.getppid()) != os.environ.get("TCBENCH_PARENT_PID", str(os.getppid())):
+            os._exit(1)                 # the parent died before the call: nobody to report to
+    except (OSError, AttributeError):
+        pass
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class RssMeter:
+    """CPU memory: the process's RSS high-water mark above the baseline taken after the model, optimizer and data are loaded."""
+
+    def __init__(self) -> None:
+        try:  # writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0)
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+        self.baseline = _status_kib("VmRSS") * 1024
+
+    def peak_above_baseline(self) -> int:
+        return max(_status_kib("VmHWM") * 1024 - self.baseline, 0)
+
+
+def classify(exc: BaseException) -> str:
+    """The status an exception ends a job with: unavailable, interrupted, oom or failed."""
+    from tcbench.job.backends import BackendUnavailable
+
+    if isinstance(exc, BackendUnavailable):
+        return "unavailable"
+    if isinstance(exc, KeyboardInterrupt):   # SIGINT (Jupyter's "Interrupt kernel" signals the process group)
+        return "interrupted"
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, MemoryError) or "out of memory" in text or "resource_exhausted" in text or "oom" in text.split():
+        return "oom"
+    return "failed"
+
+
+def sched_wait_s(main_only: bool = False) -> float | None:
+    """Seconds this process's threads have been runnable but waiting for a CPU (Linux schedstat), or None.
+    ``main_only``: the main thread's alone (a data-parallel rank: its communication threads wake for short work
+    while the ranks' compute threads hold every core — the job's own wait, measured here at 10-12 % of the time
+    on 2 cores against 3 % for the main thread — which must not read as another process)."""
+    total = 0
+    try:
+        for tid in [str(os.getpid())] if main_only else os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
+def cpu_jiffies() -> tuple[int, int] | None:
+    """(steal, total) CPU time of the whole machine (/proc/stat): steal is what the hypervisor took."""
+    try:
+        with open("/proc/stat") as f:
+            vals = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (vals[7] if len(vals) > 7 else 0), sum(vals[:8])
+
+
+def gpu_env() -> dict:
+    """GPU name, CUDA version and driver when a GPU is present (stored with the run's environment)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    env = {"gpu": torch.cuda.get_device_name(0), "gpu_count": torch.cuda.device_count(), "cuda": torch.version.cuda}
+    try:
+        import subprocess
+
+        env["gpu_driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                           capture_output=True, text=True, timeout=10).stdout.split("\n")[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        env["gpu_driver"] = None
+    return env
+
+
+# -- messages the worker and a script's tracker compose alike ----------------------------------------------------
+def announce(chan: Channel, spec: JobSpec) -> None:
+    """The backend's announcement: a log line for eager; the ``Compiler`` message and its log lines for a compiler."""
+    if spec.backend == "eager":
+        chan.send(Log(line="[tcbench] native PyTorch (eager), no compiler configured"))
+        return
+    chan.send(Compiler(backend=spec.backend, mode=spec.compile_mode, precision=spec.precision, debug=spec.debug))
+    chan.send(Log(line=f"[tcbench] Found configuration for compiler {spec.backend}. Configuring tcbench "
+                       f"{spec.backend} backend (mode={spec.compile_mode}, precision={spec.precision}) ..."))
+    if spec.debug:
+        chan.send(Log(line=f"[tcbench] {spec.backend} compiler set to debug mode: its report is kept in the run's "
+                           "artifacts"))
+
+
+def steady_start(main_only: bool = False) -> tuple:
+    """Where the steady steps begin: (wall, CPU, run-queue wait, machine jiffies), for ``send_sched``."""
+    return time.perf_counter(), time.process_time(), sched_wait_s(main_only), cpu_jiffies()
+
+
+def send_sched(chan: Channel, since: tuple | None, main_only: bool = False) -> None:
+    """Over the steady steps since ``since`` (``steady_start``): wall, CPU and run-queue wait seconds (the parent
+    derives the shares); ``main_only``: the wait is the main thread's (``sched_wait_s``)."""
+    if since is None:
+        return
+    wall, cpu = time.perf_counter() - since[0], time.process_time() - since[1]
+    wait, jiffies = sched_wait_s(main_only), cpu_jiffies()
+    steal = None
+    if jiffies and since[3] and jiffies[1] > since[3][1]:
+        steal = (jiffies[0] - since[3][0]) / (jiffies[1] - since[3][1])
+    chan.send(Sched(wall_s=wall, cpu_s=cpu, wait_s=None if wait is None or since[2] is None else wait - since[2],
+                    steal_share=steal, wait_main_only=main_only))
+
+
+def finish(chan: Channel, backend: Any, spec: JobSpec, run_dir: str, status: str, error: str) -> None:
+    """The job's ``End`` with the backend's counters and diagnostics (and its compiler report with debug)."""
+    counters = backend.counters()
+    if spec.debug:
+        path = os.path.join(run_dir, f"{spec.backend}-compiler-report.txt")
+        with open(path, "w") as f:
+            f.write(backend.report())
+        chan.send(Log(line=f"[tcbench] compiler report written to {path}"))
+    noise = backend.noise_samples() if hasattr(backend, "noise_samples") else []
+    chan.send(End(status=status, error=error, counters=counters, diagnostics=backend.diagnostics(),
+                  noise=noise or None))

@@ -1,0 +1,96 @@
+"""What each of the job's messages (``tcbench.job.protocol``) changes in its JobResult, and what the caller's
+observer hears of it: one handler per message type. The job's own ``End`` is handed back to the runner, which
+decides how the job ended (``tcbench.runner.ending``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from tcbench.core.results import JobResult, StepRecord
+from tcbench.job.protocol import (Compiler, Counters, End, Eval, Log, Message, Meta, Parallel, Phase, Sched,
+                                  Step)
+from tcbench.measure.job import standard_error
+
+Observer = Callable[[dict], None]
+Tell = Callable[..., None]   # tell(kind, **fields): an event for the observer, with the job's names
+
+
+def handle(msg: Message, result: JobResult, pending: list[StepRecord], notify: Observer, job: str) -> End | None:
+    """Apply one message to ``result`` (a new step also goes to ``pending``, the steps on their way to the store);
+    returns the job's own ``End``, None for anything else (another rank's ``End`` included)."""
+    base = {"job": job, "backend": result.spec.backend, "label": result.name, "run_id": result.run_id}
+
+    def tell(kind: str, **fields) -> None:
+        notify({"type": kind, **base, **fields})
+
+    return HANDLERS[type(msg)](msg, result, pending, tell)
+
+
+def _step(msg: Step, result: JobResult, pending: list, tell: Tell) -> None:
+    rec = msg.record()
+    if result.records and rec.step <= result.records[-1].step:
+        return   # sent again (a job interrupted in its write re-sends on the way out): steps only grow
+    result.records.append(rec)
+    pending.append(rec)
+    if msg.allreduce_bytes is not None:   # data parallel: this step's gradient all-reduce (rank 0's view)
+        result.extra.setdefault("allreduce_steps", []).append(
+            [msg.step, msg.allreduce_bytes, msg.allreduce_s, msg.buckets])
+    tell("step", record=rec)
+
+
+def _parallel(msg: Parallel, result: JobResult, pending: list, tell: Tell) -> None:
+    result.extra.update(world_size=msg.world_size, dist_backend=msg.backend)
+
+
+def _meta(msg: Meta, result: JobResult, pending: list, tell: Tell) -> None:
+    result.device = msg.device
+    result.extra.update(n_params=msg.n_params, flops_per_step=msg.flops_per_step)
+    if msg.tokenizer:
+        result.extra["tokenizer"] = msg.tokenizer
+    result.env.update(msg.env or {}, threads=result.env.get("threads") if msg.threads is None else msg.threads)
+
+
+def _phase(msg: Phase, result: JobResult, pending: list, tell: Tell) -> None:
+    result.extra["phase"] = msg.phase
+    tell("phase", phase=msg.phase)
+
+
+def _compiler(msg: Compiler, result: JobResult, pending: list, tell: Tell) -> None:
+    result.extra["compiler"] = dataclasses.asdict(msg)
+    tell("compiler", **result.extra["compiler"])
+
+
+def _sched(msg: Sched, result: JobResult, pending: list, tell: Tell) -> None:
+    result.extra["sched"] = dataclasses.asdict(msg)
+
+
+def _counters(msg: Counters, result: JobResult, pending: list, tell: Tell) -> None:
+    result.extra["counters_after_warmup"] = msg.counters
+
+
+def _eval(msg: Eval, result: JobResult, pending: list, tell: Tell) -> None:
+    """The held-out loss per batch; ``initial``: before the first step (did it learn?)."""
+    key = "eval_loss_initial" if msg.when == "initial" else "eval_loss"
+    losses = [float(x) for x in msg.losses or [msg.eval_loss]]
+    result.extra[key] = msg.eval_loss
+    result.extra[key.replace("loss", "losses")] = losses
+    se = standard_error(losses)
+    if se is not None:
+        result.extra[key + "_se"] = se
+
+
+def _log(msg: Log, result: JobResult, pending: list, tell: Tell) -> None:
+    tell("log", line=msg.line)
+
+
+def _end(msg: End, result: JobResult, pending: list, tell: Tell) -> End | None:
+    if msg.rank:   # another rank of a data-parallel job: kept, not the job's end
+        result.extra.setdefault("rank_ends", {})[str(msg.rank)] = {"status": msg.status, "error": msg.error}
+        return None
+    return msg
+
+
+HANDLERS: dict[type, Callable[..., End | None]] = {
+    Step: _step, Parallel: _parallel, Meta: _meta, Phase: _phase, Compiler: _compiler, Sched: _sched,
+    Counters: _counters, Eval: _eval, Log: _log, End: _end}
