@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tcbench as tc
-from tcbench.tuning.noise import NoiseScale, estimate
+from tcbench.measure.noise_scale import NoiseScale, estimate
 from tcbench.tuning.prediction import lr_ratio, predict, ratio_range
 
 

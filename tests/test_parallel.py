@@ -106,7 +106,7 @@ def test_a_ranks_wait_for_a_cpu_is_its_main_threads_share():
     is that wait over the wall time, not over wall × threads; a single process's is over all its threads."""
     from tcbench.core.results import JobResult, StepRecord
     from tcbench.runner.process import _set_figures
-    from tcbench.job.worker import _sched_wait_s
+    from tcbench.job.process_tools import sched_wait_s as _sched_wait_s
 
     assert 0 <= _sched_wait_s(main_only=True) <= _sched_wait_s()
     recs = [StepRecord(step=i, step_s=0.1, samples_s=80.0, tokens_s=2560.0, mem_bytes=0, cpu_s=0.1, warmup=i < 2)
@@ -122,7 +122,7 @@ def test_a_ranks_wait_for_a_cpu_is_its_main_threads_share():
 def test_the_cli_takes_nproc():
     import argparse
 
-    from tcbench.cli.app import _spec, _spec_args
+    from tcbench.cli.common import add_job_options as _spec_args, job_spec as _spec
 
     p = argparse.ArgumentParser()
     _spec_args(p)

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from tcbench.parallel.projection import LinkAssumptions, _bad
+from tcbench.parallel.projection import LinkAssumptions, bad_value
 
 
 def link_samples(results: Iterable[Any]) -> "Any":
@@ -26,10 +26,10 @@ def link_samples(results: Iterable[Any]) -> "Any":
     for i, res in enumerate(results):
         extra = getattr(res, "extra", None)
         if not isinstance(extra, Mapping):
-            raise _bad(f"results[{i}]", res, "use the JobResult of a finished data-parallel job (tc.run(spec))")
+            raise bad_value(f"results[{i}]", res, "use the JobResult of a finished data-parallel job (tc.run(spec))")
         steps = extra.get("allreduce_steps") or []
         if not steps:
-            raise _bad(f"results[{i}]", f"run {getattr(res, 'run_id', None)} ({getattr(res, 'status', '?')})",
+            raise bad_value(f"results[{i}]", f"run {getattr(res, 'run_id', None)} ({getattr(res, 'status', '?')})",
                        "use a job that ran with nproc > 1 and measured its all-reduce (extra['allreduce_steps'])")
         warm = res.spec.warmup_steps
         for step, nbytes, secs, buckets in steps:
@@ -47,19 +47,19 @@ def _samples(samples: Iterable[Mapping[str, Any]] | Any, world_size: int) -> tup
         rows = link_samples(rows)
         other = sorted({int(w) for w in rows["world_size"].dropna()} - {world_size})
         if other:
-            raise _bad("world_size", world_size, f"use the jobs' own process count: they ran with {other}")
+            raise bad_value("world_size", world_size, f"use the jobs' own process count: they ran with {other}")
     if hasattr(rows, "to_dict"):   # a DataFrame
         rows = rows.to_dict("records")
     rows = list(rows) if rows is not None else []
     sizes, times = [], []
     for i, row in enumerate(rows):
         if not isinstance(row, Mapping):
-            raise _bad(f"samples[{i}]", row, 'use a dict {"bytes": int, "seconds": float}')
+            raise bad_value(f"samples[{i}]", row, 'use a dict {"bytes": int, "seconds": float}')
         size, secs = row.get("bytes"), row.get("seconds")
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
-            raise _bad(f"samples[{i}]['bytes']", size, "use a whole number of bytes > 0 (the all-reduced tensor's size)")
+            raise bad_value(f"samples[{i}]['bytes']", size, "use a whole number of bytes > 0 (the all-reduced tensor's size)")
         if isinstance(secs, bool) or not isinstance(secs, (int, float, np.floating)) or not 0 < secs < math.inf:
-            raise _bad(f"samples[{i}]['seconds']", secs, "use a number of seconds > 0")
+            raise bad_value(f"samples[{i}]['seconds']", secs, "use a number of seconds > 0")
         sizes.append(float(size))
         times.append(float(secs))
     return np.asarray(sizes), np.asarray(times)
@@ -77,13 +77,13 @@ def calibrate_link(samples: Iterable[Mapping[str, Any]], world_size: int = 2,
     measured_gbytes_s = B / 1e9 and measured_alpha_s = α, used by ``project_scaling`` for the ``"this-machine"`` profile.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
-        raise _bad("world_size", world_size, "use the whole number of processes that all-reduced, >= 2")
+        raise bad_value("world_size", world_size, "use the whole number of processes that all-reduced, >= 2")
     if base is not None and not isinstance(base, LinkAssumptions):
-        raise _bad("base", base, "use a tcbench.LinkAssumptions or None")
+        raise bad_value("base", base, "use a tcbench.LinkAssumptions or None")
     sizes, times = _samples(samples, world_size)
     distinct = np.unique(sizes)
     if len(distinct) < 2:
-        raise _bad("samples", f"{len(sizes)} samples of {len(distinct)} size(s)",
+        raise bad_value("samples", f"{len(sizes)} samples of {len(distinct)} size(s)",
                    "measure at least 2 distinct sizes (bytes) to separate latency from bandwidth")
     # one point per size, its median time: a step's all-reduce also waits for the slower rank, and those waits
     # (heavy-tailed on a shared machine) would tilt a fit over every sample
@@ -91,7 +91,7 @@ def calibrate_link(samples: Iterable[Mapping[str, Any]], world_size: int = 2,
     (intercept, slope), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(distinct), distinct]), medians, rcond=None)
     design = np.column_stack([np.ones_like(sizes), sizes])
     if not slope > 0:
-        raise _bad("samples", f"slope {slope:.3g} s/byte",
+        raise bad_value("samples", f"slope {slope:.3g} s/byte",
                    "the seconds must grow with the bytes: measure larger sizes (e.g. 1 MiB to 64 MiB) or more repeats")
     steps = 2 * (world_size - 1)
     alpha = max(0.0, float(intercept)) / steps

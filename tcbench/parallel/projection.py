@@ -42,7 +42,7 @@ _SOURCE = ("assumed, not measured: EFA (libfabric, OS bypass) reaches ~90 % of t
            "~5 µs; MFU 0.35 for the FLOPs estimate")
 
 
-def _bad(name: str, value: Any, allowed: str) -> ValueError:
+def bad_value(name: str, value: Any, allowed: str) -> ValueError:
     return ValueError(f"{name}={value!r} is not allowed; {allowed}")
 
 
@@ -50,7 +50,7 @@ def _check_range(name: str, value: Any, low: float, high: float = math.inf, open
     number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not number or value < low or (open_low and value == low) or value > high:
         span = f"{'>' if open_low else '>='} {low:g}" + (f" and <= {high:g}" if high < math.inf else "")
-        raise _bad(name, value, f"use a number {span}")
+        raise bad_value(name, value, f"use a number {span}")
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,9 @@ class LinkAssumptions:
         for name in ("efa_alpha_s", "tcp_alpha_s", "intra_alpha_s"):
             _check_range(f"LinkAssumptions.{name}", getattr(self, name), 0.0)
         if self.ring_order not in RING_ORDERS:
-            raise _bad("LinkAssumptions.ring_order", self.ring_order, f"use one of {', '.join(RING_ORDERS)}")
+            raise bad_value("LinkAssumptions.ring_order", self.ring_order, f"use one of {', '.join(RING_ORDERS)}")
         if (self.measured_gbytes_s is None) != (self.measured_alpha_s is None):
-            raise _bad("LinkAssumptions.measured_gbytes_s", self.measured_gbytes_s,
+            raise bad_value("LinkAssumptions.measured_gbytes_s", self.measured_gbytes_s,
                        "give measured_gbytes_s and measured_alpha_s together (calibrate_link fits both)")
         if self.measured_gbytes_s is not None:
             _check_range("LinkAssumptions.measured_gbytes_s", self.measured_gbytes_s, 0.0, open_low=True)
@@ -98,7 +98,7 @@ class LinkAssumptions:
 def gradient_bytes(params: int, precision: str = "fp16") -> int:
     """D: the bytes one device all-reduces per step (parameters × 2 bytes under AMP, × 4 in fp32)."""
     if precision not in ALLREDUCE_BYTES:
-        raise _bad("precision", precision, f"use one of {', '.join(ALLREDUCE_BYTES)}")
+        raise bad_value("precision", precision, f"use one of {', '.join(ALLREDUCE_BYTES)}")
     return int(params) * ALLREDUCE_BYTES[precision]
 
 
@@ -212,12 +212,12 @@ class ScalingProjection:
         """Scaling factor against devices, one line per profile and EFA setting (a plotly Figure)."""
         import plotly.graph_objects as go
 
-        from tcbench.view.plots import _LAYOUT
+        from tcbench.view.plots import LAYOUT
 
         fig = go.Figure(layout=dict(title="Projected data-parallel scaling (an estimate, not a measurement)<br><sub>"
                                           "scaling factor = throughput of n devices ÷ (n × one device's)</sub>",
                                     xaxis_title="devices", yaxis_title="scaling factor", xaxis_type="log",
-                                    yaxis_range=[0, 1.05], **_LAYOUT))
+                                    yaxis_range=[0, 1.05], **LAYOUT))
         for (name, efa), g in self.table.groupby(["profile", "efa"], sort=False):
             fig.add_scatter(x=g["devices"], y=g["scaling_factor"], mode="lines+markers",
                             name=f"{name} ({'EFA' if efa else 'no EFA'})", line_dash="solid" if efa else "dash",
@@ -231,14 +231,14 @@ class ScalingProjection:
 def _params_of(params: int | None, spec: Any) -> int:
     if params is not None:
         if isinstance(params, bool) or not isinstance(params, int) or params <= 0:
-            raise _bad("params", params, "use a whole number of parameters > 0")
+            raise bad_value("params", params, "use a whole number of parameters > 0")
         return params
     if spec is None:
-        raise _bad("params", None, "give params= (a parameter count) or spec= (a tcbench.JobSpec of a catalog model)")
+        raise bad_value("params", None, "give params= (a parameter count) or spec= (a tcbench.JobSpec of a catalog model)")
     from tcbench.core.catalog import MODELS, approx_params
 
     if getattr(spec, "model", None) not in MODELS:
-        raise _bad("spec.model", getattr(spec, "model", None),
+        raise bad_value("spec.model", getattr(spec, "model", None),
                    f"the parameter count is known for catalog models ({', '.join(MODELS)}); pass params= otherwise")
     return approx_params(spec.model, spec.size)
 
@@ -247,7 +247,7 @@ def _check_whole(name: str, value: Any, optional: bool = False) -> None:
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _bad(name, value, "use a whole number >= 1" + (" or None" if optional else ""))
+        raise bad_value(name, value, "use a whole number >= 1" + (" or None" if optional else ""))
 
 
 def _check_profiles(found: list[Profile], precision: str, nodes: tuple, efa: Any, compute: Any,
@@ -255,16 +255,16 @@ def _check_profiles(found: list[Profile], precision: str, nodes: tuple, efa: Any
     """Everything a profile needs for the projection asked of it, checked before computing anything."""
     for p in found:
         if efa is True and not p.efa:
-            raise _bad("efa", efa, f"profile {p.name!r} has no EFA; use None (follow the profile), False or 'both'")
+            raise bad_value("efa", efa, f"profile {p.name!r} has no EFA; use None (follow the profile), False or 'both'")
         multi = p.accelerator_count > 1 or max(nodes) > 1
         if p.is_local and multi and a.measured_gbytes_s is None:
-            raise _bad("assumptions", a, f"profile {p.name!r} has no known link: pass "
+            raise bad_value("assumptions", a, f"profile {p.name!r} has no known link: pass "
                        "assumptions=tcbench.calibrate_link(samples) measured here")
         if not p.is_local and max(nodes) > 1 and p.network_gbps is None:
-            raise _bad("nodes", nodes, f"profile {p.name!r} has no network figure; use nodes=(1,)")
+            raise bad_value("nodes", nodes, f"profile {p.name!r} has no network figure; use nodes=(1,)")
         given = compute.get(p.name) if isinstance(compute, Mapping) else compute
         if given is None and precision not in p.peak_tflops:
-            raise _bad("precision", precision, f"profile {p.name!r} ({p.accelerator}) has no {precision} peak to "
+            raise bad_value("precision", precision, f"profile {p.name!r} ({p.accelerator}) has no {precision} peak to "
                        f"estimate compute from: use one of {', '.join(p.peak_tflops) or 'none'}, or give compute_step_s")
 
 
@@ -280,7 +280,7 @@ def _check_compute(compute: Any, found: list[Profile]) -> Any:
     for key, value in compute.items():
         name = _profile(key).name
         if name not in names:
-            raise _bad("compute_step_s", dict(compute), f"key {key!r} is not among profiles {sorted(names)}")
+            raise bad_value("compute_step_s", dict(compute), f"key {key!r} is not among profiles {sorted(names)}")
         _check_range(f"compute_step_s[{key!r}]", value, 0.0, open_low=True)
         out[name] = float(value)
     return out
@@ -329,7 +329,7 @@ def project_scaling(params: int | None = None, spec: Any = None, profiles: Seque
     """
     a = LinkAssumptions() if assumptions is None else assumptions
     if not isinstance(a, LinkAssumptions):
-        raise _bad("assumptions", assumptions, "use a tcbench.LinkAssumptions (or None for the defaults)")
+        raise bad_value("assumptions", assumptions, "use a tcbench.LinkAssumptions (or None for the defaults)")
     n_params = _params_of(params, spec)
     precision = precision or getattr(spec, "precision", None) or "fp16"
     gradient_bytes(1, precision)   # checks the precision
@@ -340,15 +340,15 @@ def project_scaling(params: int | None = None, spec: Any = None, profiles: Seque
     _check_whole("dataset_samples", dataset_samples, optional=True)
     nodes = (nodes,) if isinstance(nodes, int) else tuple(nodes)
     if not nodes or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in nodes):
-        raise _bad("nodes", nodes, "use whole numbers of instances >= 1, e.g. (1, 2, 4, 8)")
+        raise bad_value("nodes", nodes, "use whole numbers of instances >= 1, e.g. (1, 2, 4, 8)")
     _check_range("overlap", overlap, 0.0, 1.0)
     if efa not in EFA_SETTINGS:
-        raise _bad("efa", efa, "use None (follow the profile), True, False or 'both'")
+        raise bad_value("efa", efa, "use None (follow the profile), True, False or 'both'")
     if isinstance(profiles, (str, Profile)):
         profiles = (profiles,)
     found = list(dict.fromkeys(_profile(name) for name in profiles))
     if not found:
-        raise _bad("profiles", profiles, "name at least one profile (tcbench.profiles())")
+        raise bad_value("profiles", profiles, "name at least one profile (tcbench.profiles())")
     compute = _check_compute(compute_step_s, found)
     _check_profiles(found, precision, nodes, efa, compute, a)
     d_bytes = gradient_bytes(n_params, precision)

@@ -17,9 +17,10 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from tcbench.comparison import _median as med
+from tcbench.comparison import median_of as med
 from tcbench.measure.metrics import fmt_ratio, loss_parity, ratio_interval, steady
 from tcbench.runner.preflight import check as preflight
+from tcbench.runner.session import comparison_session
 from tcbench.core.results import JobResult
 from tcbench.core.spec import JobSpec, SpecError
 from tcbench.store.api import Store
@@ -95,10 +96,10 @@ class ScalingResult:
         """Scaling factor per process count with its interval, and the ideal (1.0)."""
         import plotly.graph_objects as go
 
-        from tcbench.view.plots import _LAYOUT
+        from tcbench.view.plots import LAYOUT
 
         t = self.table()
-        fig = go.Figure(layout={**_LAYOUT, "title": "Measured scaling factor (throughput n ÷ (n × throughput 1))",
+        fig = go.Figure(layout={**LAYOUT, "title": "Measured scaling factor (throughput n ÷ (n × throughput 1))",
                                 "xaxis_title": "processes", "yaxis_title": "scaling factor"})
         err = dict(type="data", symmetric=False, array=(t.ci_high - t.scaling_factor).fillna(0),
                    arrayminus=(t.scaling_factor - t.ci_low).fillna(0))
@@ -133,25 +134,21 @@ def scaling(spec: JobSpec, nprocs: Sequence[int] = (1, 2), rounds: int = 3, pari
         preflight(spec.replace(nproc=n))
     store = store or Store()
     result = ScalingResult(spec=spec, nprocs=counts, rounds=rounds)
-    result.comparison_id = store.insert_comparison("scaling", spec, [f"nproc={n}" for n in counts], rounds,
-                                                   {"nprocs": list(counts)})
-    status = "interrupted"
-    try:
+    with comparison_session(store, "scaling", spec, [f"nproc={n}" for n in counts], rounds, {"nprocs": list(counts)},
+                            stop, error_status="interrupted") as session:
+        result.comparison_id = session.comparison_id
+        session.info_at_finish = lambda: {"summary": json.loads(result.table().to_json(orient="records"))}
         for rnd in range(rounds):
             for n in (counts if rnd % 2 == 0 else counts[::-1]):
-                if stop is not None and stop.is_set():
+                if session.stopped:
                     break
                 result.results.append(run(spec.replace(nproc=n), observer, stop, store, result.comparison_id, rnd,
                                           f"nproc={n}#{rnd}", label=f"nproc={n}"))
         for n in counts[1:] if parity else ():
-            if stop is None or not stop.is_set():
+            if not session.stopped:
                 one = spec.replace(nproc=1, batch_size=spec.batch_size * n)
                 result.parity_runs[n] = run(one, observer, stop, store, result.comparison_id, 0,
                                             f"one process at {one.batch_size}", label=f"1 process, batch {one.batch_size}")
-        status = "interrupted" if stop is not None and stop.is_set() else "done"
-    finally:
-        store.finish_comparison(result.comparison_id, status,
-                                {"summary": json.loads(result.table().to_json(orient="records"))})
     return result
 
 

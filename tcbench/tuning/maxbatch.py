@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from tcbench.runner.preflight import check as preflight
+from tcbench.runner.session import comparison_session
 from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.store.api import Store
 
@@ -237,7 +238,7 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     ``optuna-dashboard URL`` shows it (best value: the largest batch that fitted).
     """
     from tcbench.core.profiles import profile as get_profile
-    from tcbench.runner.process import backend_status, run
+    from tcbench.runner.process import run
 
     prof = get_profile(profile)
     budget = float(memory_budget_gb) if memory_budget_gb is not None else prof.memory_budget_gb
@@ -256,38 +257,47 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     notify = observer or (lambda event: None)
     out = MaxBatchResult(spec=spec, profile=prof.name, budget_gb=budget, backends=names,
                          study_name=study and study.name, storage=shown)
-    out.comparison_id = store.insert_comparison("max_batch", spec, names, 1, {"profile": prof.name, "budget_gb": budget,
-                                                                              "study_name": out.study_name,
-                                                                              "storage": shown})
-    for backend in names:
-        t0 = time.monotonic()
-        ok, why = backend_status(backend)
-        if not ok:
-            out.max_batch[backend], out.search_s[backend] = None, 0.0
-            out.notes[backend] = f"backend {backend!r} is unavailable: {why}"
-            continue
+    info = {"profile": prof.name, "budget_gb": budget, "study_name": out.study_name, "storage": shown}
 
-        def probe(batch: int, backend: str = backend) -> tuple[bool, dict]:
-            row = study.known(backend, batch) if study is not None else None
-            if row is None:
-                res = run(_probe_spec(spec, backend, batch, probe_steps, budget), observer, stop, store,
-                          out.comparison_id, len(out.probe_rows), f"{backend}@{batch}")
-                row = _probe_row(backend, batch, res)
-                if study is not None and row["status"] in ("ok", "oom"):   # a crash or a stop is tried again
-                    study.add(row)
-            out.probe_rows.append(row)
-            notify({"type": "probe", **row})
-            return row["fits"], row
+    def job(backend: str, batch: int) -> Any:   # one probe job, a run of the search's comparison
+        return run(_probe_spec(spec, backend, batch, probe_steps, budget), observer, stop, store, out.comparison_id,
+                   len(out.probe_rows), f"{backend}@{batch}")
 
-        best, made = search_max_batch(probe, start, max_batch, stop, multiple_of)
-        out.max_batch[backend], out.search_s[backend] = (best if made else None), time.monotonic() - t0
-        out.capped[backend] = best >= max_batch // multiple_of * multiple_of
-        if stop is not None and stop.is_set():
-            out.notes[backend] = "search stopped by the user: the figure is a lower bound"
-        elif out.capped[backend]:
-            out.notes[backend] = f"every probe fitted up to max_batch={max_batch}: the true limit is higher"
-    status = "interrupted" if stop is not None and stop.is_set() else "done"
-    store.finish_comparison(out.comparison_id, status, {"profile": prof.name, "budget_gb": budget,
-                                                        "study_name": out.study_name, "storage": shown,
-                                                        "table": out.table().to_dict(orient="records")})
+    with comparison_session(store, "max_batch", spec, names, 1, info, stop) as session:
+        out.comparison_id = session.comparison_id
+        session.info_at_finish = lambda: {**info, "table": out.table().to_dict(orient="records")}
+        for backend in names:
+            _search_backend(out, backend, job, study, notify, start, max_batch, multiple_of, stop)
     return out
+
+
+def _search_backend(out: MaxBatchResult, backend: str, job: Callable[[str, int], Any], study: _ProbeStudy | None,
+                    notify: Callable[[dict], None], start: int, max_batch: int, multiple_of: int,
+                    stop: threading.Event | None) -> None:
+    """One backend's search: its probes (answered by ``study`` when it holds them) and figures, into ``out``."""
+    from tcbench.runner.process import backend_status
+
+    t0 = time.monotonic()
+    ok, why = backend_status(backend)
+    if not ok:
+        out.max_batch[backend], out.search_s[backend] = None, 0.0
+        out.notes[backend] = f"backend {backend!r} is unavailable: {why}"
+        return
+
+    def probe(batch: int) -> tuple[bool, dict]:
+        row = study.known(backend, batch) if study is not None else None
+        if row is None:
+            row = _probe_row(backend, batch, job(backend, batch))
+            if study is not None and row["status"] in ("ok", "oom"):   # a crash or a stop is tried again
+                study.add(row)
+        out.probe_rows.append(row)
+        notify({"type": "probe", **row})
+        return row["fits"], row
+
+    best, made = search_max_batch(probe, start, max_batch, stop, multiple_of)
+    out.max_batch[backend], out.search_s[backend] = (best if made else None), time.monotonic() - t0
+    out.capped[backend] = best >= max_batch // multiple_of * multiple_of
+    if stop is not None and stop.is_set():
+        out.notes[backend] = "search stopped by the user: the figure is a lower bound"
+    elif out.capped[backend]:
+        out.notes[backend] = f"every probe fitted up to max_batch={max_batch}: the true limit is higher"

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from tcbench.view.plots import _LAYOUT, color
+from tcbench.view.plots import LAYOUT, color
 
 STATE_COLORS = {"COMPLETE": "#636EFA", "PRUNED": "#FFA15A", "FAIL": "#EF553B", "RUNNING": "#AB63FA",
                 "WAITING": "#B6B6B6"}
@@ -29,7 +29,7 @@ def plot_probes(df: pd.DataFrame, budget_gb: float | None = None,
                 title: str = "Max-batch probes: peak memory vs batch size") -> go.Figure:
     """Peak memory per probe (log batch axis); probes that did not fit drawn as crosses at the budget."""
     fig = go.Figure(layout=dict(title=title, xaxis_title="batch size", yaxis_title="peak MiB above baseline",
-                                xaxis_type="log", **_LAYOUT))
+                                xaxis_type="log", **LAYOUT))
     top = budget_gb * 1024 if budget_gb else None
     for backend, g in df.groupby("backend", sort=False):
         ok, bad = g[g["fits"].astype(bool)], g[~g["fits"].astype(bool)]
@@ -61,7 +61,7 @@ def collect_history(result: Any) -> pd.DataFrame:
 
 def plot_history(df: pd.DataFrame, title: str = "Optimization history (held-out loss)") -> go.Figure:
     """Each finished trial's objective and the best so far; rule guesses labelled."""
-    fig = go.Figure(layout=dict(title=title, xaxis_title="trial", yaxis_title="held-out loss", **_LAYOUT))
+    fig = go.Figure(layout=dict(title=title, xaxis_title="trial", yaxis_title="held-out loss", **LAYOUT))
     done = df[df["state"] == "COMPLETE"]
     fig.add_scatter(x=done["number"], y=done["value"], mode="markers+text", name="trial",
                     text=done["rule"], textposition="top center", marker=dict(color=STATE_COLORS["COMPLETE"], size=9))
@@ -79,7 +79,7 @@ def plot_lr_objective(df: pd.DataFrame, linear_lr: float, sqrt_lr: float, best_l
                       title: str = "Learning rate vs held-out loss (rule predictions marked)") -> go.Figure:
     """Complete trials as points (log lr axis); pruned and failed trials as ticks; both rules as vertical lines."""
     fig = go.Figure(layout=dict(title=title, xaxis_title="learning rate (log)", yaxis_title="held-out loss",
-                                xaxis_type="log", **_LAYOUT))
+                                xaxis_type="log", **LAYOUT))
     done = df[df["state"] == "COMPLETE"]
     fig.add_scatter(x=done["lr"], y=done["value"], mode="markers", name="complete",
                     marker=dict(size=9, color=STATE_COLORS["COMPLETE"]))
@@ -107,7 +107,7 @@ def collect_intermediate(result: Any) -> pd.DataFrame:
 def plot_intermediate(df: pd.DataFrame, title: str = "Intermediate values (training loss; pruned trials stop early)"
                       ) -> go.Figure:
     """One line per trial, coloured by its final state."""
-    fig = go.Figure(layout=dict(title=title, xaxis_title="step", yaxis_title="mean training loss", **_LAYOUT))
+    fig = go.Figure(layout=dict(title=title, xaxis_title="step", yaxis_title="mean training loss", **LAYOUT))
     for number, g in df.groupby("number", sort=True):
         state = g["state"].iloc[0]
         first = not any(t.legendgroup == state for t in fig.data)
@@ -139,7 +139,7 @@ def plot_time_to_loss(df: pd.DataFrame, target: float | None = None,
                       ) -> go.Figure:
     """Smoothed loss against cumulative step time per job; the target loss as a horizontal line."""
     fig = go.Figure(layout=dict(title=title, xaxis_title="seconds of training steps", yaxis_title="loss (smoothed)",
-                                **_LAYOUT))
+                                **LAYOUT))
     for label, g in df.groupby("label", sort=False):
         fig.add_scatter(x=g["wall_s"], y=g["smoothed"], mode="lines", name=label,
                         line=dict(color=color(g["backend"].iloc[0]), dash="solid" if label.startswith("native") else "dot"))

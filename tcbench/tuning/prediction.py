@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from tcbench.tuning.noise import NoiseScale, _fmt, noise_scale, stored_noise_scale
+from tcbench.measure.noise_scale import NoiseScale, fmt_samples
+from tcbench.tuning.noise import noise_scale, stored_noise_scale
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -97,12 +98,12 @@ class LrPrediction:
                     "stays well below the gradient noise scale B_noise and levels off beyond it; the square-root rule "
                     "undershoots there.")
         b = self.noise.b_simple
-        where = {"below": f"Batch {self.new_batch} is well below B_noise ≈ {_fmt(b) if b else '∞'}: "
+        where = {"below": f"Batch {self.new_batch} is well below B_noise ≈ {fmt_samples(b) if b else '∞'}: "
                           + ("the square-root rule applies" if self.optimizer == "adam" else "the linear rule applies"),
-                 "near": f"Batch {self.new_batch} is near B_noise ≈ {_fmt(b)}: neither rule holds; "
+                 "near": f"Batch {self.new_batch} is near B_noise ≈ {fmt_samples(b)}: neither rule holds; "
                          + ("this is about the largest useful rate" if self.optimizer == "adam"
                             else "the rate grows more slowly than the batch"),
-                 "beyond": f"Batch {self.new_batch} is beyond B_noise ≈ {_fmt(b)}: a larger batch mostly repeats "
+                 "beyond": f"Batch {self.new_batch} is beyond B_noise ≈ {fmt_samples(b)}: a larger batch mostly repeats "
                            f"the same gradient; " + ("the rate should not grow (the surge form lowers it)"
                                                      if self.optimizer == "adam" else "the rate stays flat"),
                  "unknown": "The noise scale was not resolved at this batch: the rules' limits are all there is"}

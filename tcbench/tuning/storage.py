@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from tcbench.core.errors import first_line
 from tcbench.core.spec import SpecError
 from tcbench.store.postgres import mask
 
@@ -64,11 +65,6 @@ def _check_sqlite(url: Any, shown: str) -> None:
         raise _refuse(shown, f"the file {str(path)!r} cannot be written")
     if not os.access(folder, os.W_OK | os.X_OK):   # SQLite writes its journal beside the file
         raise _refuse(shown, f"the folder {str(folder)!r} cannot be written")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
 def _pg_fallback() -> bool:
@@ -126,7 +122,7 @@ def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError, OSError) as exc:
         backend = url.get_backend_name()
         where = "" if backend == "sqlite" else f" at {url.host or 'localhost'}:{url.port or _PORTS.get(backend, '?')}"
-        cause = mask(_first_line(exc), url.password)
+        cause = mask(first_line(exc), url.password)
         raise _refuse(shown, f"the database{where} cannot be opened ({cause})") from None
     return backend, shown
 
@@ -158,12 +154,14 @@ def fail_stale(study: Any, storage: Any) -> None:
             if (now - t.datetime_start).total_seconds() <= grace_s(storage):
                 continue
             try:
-                storage.set_trial_user_attr(t._trial_id, "reason", "left RUNNING without a heartbeat by a process "
+                tid = storage.get_trial_id_from_study_id_trial_number(
+                    storage.get_study_id_from_name(study.study_name), t.number)
+                storage.set_trial_user_attr(tid, "reason", "left RUNNING without a heartbeat by a process "
                                             "that is gone (an older tcbench, or ask() outside optimize)")
-                if storage.set_trial_state_values(t._trial_id, TrialState.FAIL):
+                if storage.set_trial_state_values(tid, TrialState.FAIL):
                     retry = storage.get_heartbeat_stale_trial_callback()
                     if retry is not None:   # the retry copies user attrs: not this trial's reason
-                        dead = copy.deepcopy(storage.get_trial(t._trial_id))
+                        dead = copy.deepcopy(storage.get_trial(tid))
                         dead.user_attrs.pop("reason", None)
                         retry(study, dead)
             except optuna.exceptions.UpdateFinishedTrialError:
@@ -172,8 +170,10 @@ def fail_stale(study: Any, storage: Any) -> None:
 
 def lost_reasons(trials: list) -> dict[int, str]:
     """Why each FAIL trial without a status or reason has no result: its process died; and its retry, if any."""
+    from optuna.trial import TrialState
+
     retried_as = {t.system_attrs["retry_history"][-1]: t.number for t in trials if t.system_attrs.get("retry_history")}
     return {t.number: "its process stopped before the trial ended (no heartbeat within the grace period); "
                       + (f"retried as trial {retried_as[t.number]}" if t.number in retried_as else "not retried")
-            for t in trials if t.state.name == "FAIL" and not t.user_attrs.get("status")
+            for t in trials if t.state == TrialState.FAIL and not t.user_attrs.get("status")
             and not t.user_attrs.get("reason")}

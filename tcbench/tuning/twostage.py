@@ -24,6 +24,7 @@ import pandas as pd
 from tcbench.tuning.maxbatch import MaxBatchResult, find_max_batch
 from tcbench.core.results import JobResult
 from tcbench.core.spec import JobSpec
+from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
 from tcbench.tuning.retune import RetuneResult, retune_lr
 
@@ -150,13 +151,15 @@ def two_stage(spec: JobSpec, profile: str = "this-machine", backends: Sequence[s
     steps = final_steps or spec.steps
     native_spec = spec.replace(backend=native_b, steps=steps, loss_every=1, eval_batches=0)
     compiled_spec = dataclasses.replace(native_spec, backend=compiled_b, batch_size=new_batch, lr=out.retune.best_lr)
-    out.comparison_id = store.insert_comparison("two_stage", spec, [native_b, compiled_b], 1,
-                                                {"chosen_batch": chosen, "best_lr": out.retune.best_lr})
-    out.native = run(native_spec, observer, stop, store, out.comparison_id, 0, f"{native_b}@{spec.batch_size}")
-    out.compiled = run(compiled_spec, observer, stop, store, out.comparison_id, 0, f"{compiled_b}@{new_batch}")
-    out.target_loss = final_smoothed_loss(out.native, smoothing)
-    if out.target_loss is not None:
-        out.time_to_target = {"native": time_to_loss(out.native, out.target_loss, smoothing),
-                              "compiled": time_to_loss(out.compiled, out.target_loss, smoothing)}
-    store.finish_comparison(out.comparison_id, "done", {"summary": out.summary().to_dict(orient="records")})
+    with comparison_session(store, "two_stage", spec, [native_b, compiled_b], 1,
+                            {"chosen_batch": chosen, "best_lr": out.retune.best_lr}) as session:
+        out.comparison_id = session.comparison_id
+        session.status = "done"   # the pair ran to its end: each run says whether a stop cut it short
+        session.info_at_finish = lambda: {"summary": out.summary().to_dict(orient="records")}
+        out.native = run(native_spec, observer, stop, store, out.comparison_id, 0, f"{native_b}@{spec.batch_size}")
+        out.compiled = run(compiled_spec, observer, stop, store, out.comparison_id, 0, f"{compiled_b}@{new_batch}")
+        out.target_loss = final_smoothed_loss(out.native, smoothing)
+        if out.target_loss is not None:
+            out.time_to_target = {"native": time_to_loss(out.native, out.target_loss, smoothing),
+                                  "compiled": time_to_loss(out.compiled, out.target_loss, smoothing)}
     return out

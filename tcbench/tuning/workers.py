@@ -1,8 +1,8 @@
 """Several worker processes on one retune study: ``retune_lr(..., n_workers=N)`` and ``tcbench tune-worker``.
 
 A study on a database server (PostgreSQL) is shared by every process that opens its URL. Each worker runs the
-study's loop (``retune._optimize``): count the trials that count, start the next one while some are missing, wait
-while the missing ones run elsewhere. What keeps N workers from doing too much:
+study's loop (``tcbench.tuning.study.optimize``): count the trials that count, start the next one while some are
+missing, wait while the missing ones run elsewhere. What keeps N workers from doing too much:
 
 - the rule and prediction trials are enqueued once, by the ``retune_lr`` call that creates or resumes the study
   (under the claim below); workers only take waiting trials, and PostgreSQL hands each to one of them (the row is
@@ -24,14 +24,21 @@ child, and waiting for it would hang the worker (as PyTorch's DataLoader workers
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 import time
 from typing import Any, Callable
 
 from tcbench.core.spec import SpecError
-from tcbench.tuning.storage import _first_line, mask, open_storage
+from tcbench.runner.session import comparison_session
+from tcbench.core.errors import first_line
+from tcbench.store.postgres import mask
+from tcbench.tuning.storage import open_storage
+from tcbench.tuning.study import (BudgetedHalving, StudyContext, counts, make_pruner, make_sampler, min_resource,
+                                  objective, optimize, prune_until, study_id, trials_frame)
 
-SETTINGS_ATTR = "tcbench:worker"   # study user attr: what a joining worker needs beyond _check_resume's settings
+SETTINGS_ATTR = "tcbench:worker"   # study user attr: what a joining worker needs beyond retune's stored settings
 LOCK_SPACE = 0x7463                # the advisory lock's first key ("tc"); the second is the study's id
 SHARED = "a PostgreSQL URL (postgresql://user@host:port/db): every worker opens it"
 
@@ -105,24 +112,21 @@ def remember(study: Any, **settings: Any) -> None:
         study.set_user_attr(SETTINGS_ATTR, settings)
 
 
-def run_workers(study: Any, ctx: dict, n_trials: int, n_workers: int, storage: Any,
-                make_objective: Callable[[dict], Callable]) -> None:
+def run_workers(study: Any, ctx: StudyContext, n_trials: int, n_workers: int, storage: Any,
+                make_objective: Callable[[StudyContext], Callable]) -> None:
     """Run the study's loop here (``n_workers == 1``) or in ``n_workers`` forked processes, and wait for them.
 
     ``storage``: the URL each worker opens again (no database connection crosses a fork). Raises RuntimeError
     when workers failed and the study still misses trials."""
     import multiprocessing
-    from multiprocessing.connection import wait
-
-    from tcbench.tuning.retune import _counts, _optimize
 
     if n_workers == 1:
-        return _optimize(study, make_objective(ctx), ctx, n_trials)
+        return optimize(study, make_objective(ctx), ctx, n_trials)
     mp = multiprocessing.get_context("fork")   # the workers inherit the job runner (and a test's fakes)
     stop, errors = mp.Event(), mp.SimpleQueue()
     pipes = [mp.Pipe(duplex=False) for _ in range(n_workers)]   # (the caller's end, the worker's end)
-    ctx["claim"].close()
-    ctx["storage"].engine.dispose()   # the parent's pooled connections are not the children's to use
+    ctx.claim.close()
+    ctx.storage.engine.dispose()   # the parent's pooled connections are not the children's to use
     procs = [mp.Process(target=_worker, name=f"tcbench-tune-worker-{i}",
                         args=(i, storage, ctx, study.study_name, study.sampler, study.pruner, make_objective,
                               n_trials, stop, errors, pipes[i][1],
@@ -133,7 +137,22 @@ def run_workers(study: Any, ctx: dict, n_trials: int, n_workers: int, storage: A
     readers = [r for r, w in pipes]
     for _, w in pipes:
         w.close()   # the workers hold theirs: a reader sees EOF once its worker has ended
-    user, observer = ctx["stop"], ctx["observer"]
+    _wait_for(procs, readers, stop, ctx.stop, ctx.observer)
+    failed = []
+    while not errors.empty():
+        failed.append(errors.get())
+    failed += [f"worker {i} (pid {p.pid}) was killed by signal {-p.exitcode}" for i, p in enumerate(procs)
+               if p.exitcode is not None and p.exitcode < 0]
+    done = sum(counts(t) for t in study.get_trials(deepcopy=False))
+    if failed and done < n_trials and not stop.is_set():
+        raise RuntimeError(f"the study {study.study_name!r} has {done} of {n_trials} trials; its workers ended: "
+                           + "; ".join(failed))
+
+
+def _wait_for(procs: list, readers: list, stop: Any, user: Any, observer: Callable[[dict], None]) -> None:
+    """Wait for the workers, their events to ``observer`` as they come; the user's stop (or a KeyboardInterrupt
+    here) sets theirs (``stop``)."""
+    from multiprocessing.connection import wait
 
     def show(ready: list, deliver: bool = True) -> None:   # the workers' events, to the caller's observer here
         for r in ready:
@@ -171,15 +190,6 @@ def run_workers(study: Any, ctx: dict, n_trials: int, n_workers: int, storage: A
                 p.kill()
             p.join()
         raise
-    failed = []
-    while not errors.empty():
-        failed.append(errors.get())
-    failed += [f"worker {i} (pid {p.pid}) was killed by signal {-p.exitcode}" for i, p in enumerate(procs)
-               if p.exitcode is not None and p.exitcode < 0]
-    done = sum(_counts(t) for t in study.get_trials(deepcopy=False))
-    if failed and done < n_trials and not stop.is_set():
-        raise RuntimeError(f"the study {study.study_name!r} has {done} of {n_trials} trials; its workers ended: "
-                           + "; ".join(failed))
 
 
 def _forward(conn: Any) -> Callable[[dict], None]:
@@ -195,8 +205,9 @@ def _forward(conn: Any) -> Callable[[dict], None]:
     return send
 
 
-def _worker(i: int, storage: str, ctx: dict, study_name: str, sampler: Any, pruner: Any,
-            make_objective: Callable[[dict], Callable], n_trials: int, stop: Any, errors: Any, events: Any, not_mine: list) -> None:
+def _worker(i: int, storage: str, ctx: StudyContext, study_name: str, sampler: Any, pruner: Any,
+            make_objective: Callable[[StudyContext], Callable], n_trials: int, stop: Any, errors: Any, events: Any,
+            not_mine: list) -> None:
     """One forked worker: its own connections, the shared stop event, the study's loop; events to the caller.
 
     ``not_mine``: the other pipe ends this fork inherited, closed here, so a worker that dies mid-write leaves its
@@ -205,22 +216,22 @@ def _worker(i: int, storage: str, ctx: dict, study_name: str, sampler: Any, prun
 
     import optuna
 
-    from tcbench.tuning.retune import _optimize
-
     for conn in not_mine:
         conn.close()
     if "torch" in sys.modules:   # the caller ran torch's thread pool (Optuna's GPSampler, a notebook's own work):
         sys.modules["torch"].set_num_threads(1)   # it does not survive a fork; a pool used here would hang forever
     try:
-        backend, _ = open_storage(storage, ctx["store"].url())
+        backend, _ = open_storage(storage, ctx.store.url())
         if i:   # worker 0 keeps the seed; the others draw their own learning rates
             sampler.reseed_rng()
+        if isinstance(pruner, BudgetedHalving):   # it writes its decisions through this worker's own connections
+            pruner = BudgetedHalving(pruner.rung, pruner.n_trials, backend)
         study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler, pruner=pruner)
-        mine = dict(ctx, storage=backend, stop=stop, claim=Claim(backend, study._study_id), lost=False,
-                    observer=_forward(events))
-        _optimize(study, make_objective(mine), mine, n_trials)
+        mine = dataclasses.replace(ctx, storage=backend, stop=stop, claim=Claim(backend, study_id(backend, study)),
+                                   lost=threading.Event(), observer=_forward(events))
+        optimize(study, make_objective(mine), mine, n_trials)
     except BaseException as exc:   # one line for the parent; the password masked
-        errors.put(f"worker {i} (pid {os.getpid()}): {mask(_first_line(exc))}")
+        errors.put(f"worker {i} (pid {os.getpid()}): {mask(first_line(exc))}")
         raise SystemExit(1) from None
 
 
@@ -229,18 +240,45 @@ def tune_worker(study_name: str, storage: str, n_workers: int = 1, store: Any = 
     """Join a retune study that ``retune_lr`` created on a PostgreSQL ``storage``: run its trials (here, in
     ``n_workers`` processes) until it holds its ``n_trials``. The job, the batch, the range, the sampler and the
     pruner come from the study; each trial's job is a run of this machine's store. Returns the study's trials
-    (``retune.trials_frame``). Raises SpecError for a storage or study that cannot be joined."""
+    (``study.trials_frame``). Raises SpecError for a storage or study that cannot be joined."""
     import optuna
 
     from tcbench.runner.preflight import check as preflight
     from tcbench.core.spec import JobSpec
     from tcbench.store.api import Store
-    from tcbench.tuning.retune import _make_pruner, _make_sampler, _objective, min_resource, prune_until, trials_frame
     from tcbench.tuning.storage import heartbeat_on
 
     store = store or Store()
     backend, shown = open_storage(storage, store.url())
     check_workers(n_workers, storage, backend, shown, what="tune-worker")
+    attrs, settings = _joinable(backend, shown, study_name)
+    spec, steps, n_trials = preflight(JobSpec.from_json(attrs["spec"])), int(attrs["steps"]), settings["n_trials"]
+    sampler = make_sampler(settings["sampler"], settings["seed"], n_trials)
+    sampler.reseed_rng()   # its own draws, not the starting process's
+    study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler,
+                              pruner=make_pruner(settings["pruner"], steps, n_trials, backend))
+    info = dict(study_name=study_name, storage=shown, worker=True, steps=steps, new_batch_size=attrs["new_batch_size"],
+                low=attrs["low"], high=attrs["high"], budget=attrs["budget"])
+    with comparison_session(store, "retune", spec, [spec.backend], n_trials, info, stop,
+                            error_status="interrupted") as session:
+        session.finish_info.update(study_name=study_name, storage=shown, worker=True)
+        claim = Claim(backend, study_id(backend, study))
+        ctx = StudyContext(low=attrs["low"], high=attrs["high"], new_batch=attrs["new_batch_size"], steps=steps,
+                           eval_batches=attrs["eval_batches"], report_every=settings["report_every"],
+                           first_rung=min_resource(steps), last_prune_step=prune_until(settings["pruner"], steps),
+                           store=store, comparison_id=session.comparison_id, observer=observer or (lambda e: None),
+                           storage=backend, heartbeat=heartbeat_on(backend), stop=stop, claim=claim)
+        try:
+            run_workers(study, ctx, n_trials, n_workers, storage, lambda c: objective(spec, c))
+        finally:
+            claim.close()
+    return trials_frame(study)[0]
+
+
+def _joinable(backend: Any, shown: str | None, study_name: str) -> tuple[dict, dict]:
+    """(the study's user attrs, the settings ``retune_lr`` stored for workers); SpecError when it cannot be joined."""
+    import optuna
+
     names = [s.study_name for s in optuna.get_all_study_summaries(backend, include_best_trial=False)]
     if study_name not in names:
         allowed = f"a study in {shown}: {', '.join(map(repr, names[:20])) or 'there is none'}"
@@ -253,26 +291,4 @@ def tune_worker(study_name: str, storage: str, n_workers: int = 1, store: Any = 
                if settings else "it was not started by this tcbench's retune_lr (its settings are not stored)")
         raise SpecError("study", study_name, "a study started by retune_lr with a named sampler and pruner",
                         f"study={study_name!r} cannot be joined: {why}")
-    spec, steps, n_trials = preflight(JobSpec.from_json(attrs["spec"])), int(attrs["steps"]), settings["n_trials"]
-    sampler = _make_sampler(settings["sampler"], settings["seed"], n_trials)
-    sampler.reseed_rng()   # its own draws, not the starting process's
-    study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler,
-                              pruner=_make_pruner(settings["pruner"], steps, n_trials))
-    cid = store.insert_comparison("retune", spec, [spec.backend], n_trials,
-                                  dict(study_name=study_name, storage=shown, worker=True, steps=steps,
-                                       new_batch_size=attrs["new_batch_size"], low=attrs["low"], high=attrs["high"],
-                                       budget=attrs["budget"]))
-    claim = Claim(backend, study._study_id)
-    ctx = dict(low=attrs["low"], high=attrs["high"], new_batch=attrs["new_batch_size"], steps=steps,
-               eval_batches=attrs["eval_batches"], store=store, report_every=settings["report_every"], stop=stop,
-               observer=observer or (lambda e: None), comparison_id=cid, first_rung=min_resource(steps),
-               prune_until=prune_until(settings["pruner"], steps), storage=backend, heartbeat=heartbeat_on(backend),
-               lost=False, claim=claim)
-    status = "interrupted"
-    try:
-        run_workers(study, ctx, n_trials, n_workers, storage, lambda c: _objective(spec, c))
-        status = "interrupted" if stop is not None and stop.is_set() else "done"
-    finally:
-        claim.close()
-        store.finish_comparison(cid, status, {"study_name": study_name, "storage": shown, "worker": True})
-    return trials_frame(study)[0]
+    return attrs, settings
