@@ -18,7 +18,8 @@ import pytest
 
 import tcbench as tc
 from tcbench.cli import progress as _cli_progress
-from tcbench.comparison import AA, Comparison, NoiseFloor, backend_of
+from tcbench.comparison import Comparison, NoiseFloor
+from tcbench.core.results import AA, backend_of
 from tcbench.measure.metrics import job_figures
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.store.api import Store

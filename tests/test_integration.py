@@ -308,12 +308,13 @@ def test_make_demo_learns():
     from pathlib import Path
 
     from tcbench.cli import app as cli
+    from tcbench.cli.common import job_spec
     from tcbench.measure.metrics import learned
 
     text = Path(__file__).resolve().parents[1].joinpath("Makefile").read_text()
     args = shlex.split(re.search(r"DEMO_ARGS := (.*?)\n\n", text, re.S).group(1).replace("\\\n", " "))
     a = cli.build_parser().parse_args(["compare", *args])
-    spec = cli._spec(a, "eager")
+    spec = job_spec(a, "eager")
     r = tc.run(spec)
     ok, drop, noise, _ = learned(r.records)
     assert r.ok and ok and drop > 1.0, (drop, noise, r.losses())

@@ -6,8 +6,9 @@ import random
 import pytest
 
 from tcbench import StepRecord
-from tcbench.measure.metrics import (break_even_range, break_even_steps, fmt_ratio, job_figures, learned, loss_parity, mfu,
+from tcbench.measure.metrics import (break_even_range, break_even_steps, job_figures, learned, loss_parity, mfu,
                               ratio_interval, value_interval, verdict, warnings_for)
+from tcbench.view.format import fmt_ratio
 
 
 def recs(times, losses=None, warmup=2, seq=128, cpu=None):

@@ -17,7 +17,8 @@ import tcbench as tc
 from tcbench import plots
 from tcbench.view import report as _report
 from tcbench.comparison import Comparison
-from tcbench.measure.metrics import fmt_ratio, job_figures
+from tcbench.measure.metrics import job_figures
+from tcbench.view.format import fmt_number, fmt_ratio
 from tcbench.core.results import JobResult, StepRecord
 
 SPEC = tc.JobSpec(model="bert-base-cased", size="tiny", backend="eager", batch_size=8, seq_len=16, steps=40,
@@ -118,8 +119,8 @@ def test_missing_values_infinity_and_numbers_for_people():
     assert cell("speedup (95 % interval)") == "0.87×" and cell("break-even steps") == "never"
     assert cell("MFU") == "MFU unknown: no probe" and cell("noise") == "none detected"
     assert cell("loss parity").startswith("not judged")
-    assert _report.fmt_number(0.012345) == "0.0123" and _report.fmt_number(42.123) == "42.1"
-    assert _report.fmt_number(8.3e-05) == "< 0.001" and _report.fmt_number(2.86, 1) == "2.9"
+    assert fmt_number(0.012345) == "0.0123" and fmt_number(42.123) == "42.1"
+    assert fmt_number(8.3e-05) == "< 0.001" and fmt_number(2.86, 1) == "2.9"
 
 
 def test_header_shows_the_stored_environment_not_the_renderer(cmp, monkeypatch):

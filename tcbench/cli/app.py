@@ -10,71 +10,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from tcbench.comparison import DEFAULT_ROUNDS
 from tcbench.job.diagnostics import lines as diagnose_lines
-from tcbench.store.history import missing
-from tcbench.measure.metrics import fmt_ratio
-from tcbench.core.spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec
+from tcbench.view.format import CLI_COLUMNS, fmt_ratio, fmt_ratio_range, is_missing
+from tcbench.cli import parallel, tuning
+from tcbench.cli.common import add_job_options, backend_list, job_fields_of, job_spec, print_table
+from tcbench.cli.progress import Progress
+from tcbench.core.spec import BACKENDS
 from tcbench.store.api import StoreError
 
 SINGLE_ROUND = "single round: no run-to-run spread"
-
-
-def _spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="bert-base-cased",
-                   help="catalog name (tcbench models), a local folder, or a factory package.module:function")
-    p.add_argument("--size", default="tiny", help="tiny, small or base (a factory's own word for it)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=5, help="warmup steps, reported apart")
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    p.add_argument("--padding", default="max_length", choices=PADDINGS)
-    p.add_argument("--dataset", default="builtin",
-                   help="'builtin', a .csv/.jsonl file with text,label columns, or a batch factory package.module:function")
-    p.add_argument("--profile", default="this-machine", help="instance profile (tcbench profiles)")
-    p.add_argument("--compile-mode", default="default")
-    p.add_argument("--loss-every", type=int, default=1)
-    p.add_argument("--dropout", type=float, default=None)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--cache", default="shared", choices=["shared", "cold"])
-    p.add_argument("--debug", action="store_true", help="keep the compiler's own report in the run's artifacts")
-    p.add_argument("--stall-s", type=float, default=300.0,
-                   help="stop a job that reports nothing for max(this, 20 x its median step) seconds (default 300)")
-    p.add_argument("--timeout-s", type=float, default=None, help="optional cap on one job's wall-clock seconds")
-    p.add_argument("--nproc", type=int, default=1,
-                   help="data-parallel processes on this machine (torchrun + DDP; --batch-size is per process)")
-    p.add_argument("--nnodes", type=int, default=1,
-                   help="machines of the job: run the same command on each, with its own --node-rank")
-    p.add_argument("--node-rank", type=int, default=0, help="this machine's place among --nnodes (0 … nnodes-1)")
-    p.add_argument("--rdzv-endpoint", default=None, help="host:port of node 0's rendezvous (with --nnodes > 1)")
-
-
-def _spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
-    return JobSpec(model=a.model, size=a.size, backend=backend, batch_size=a.batch_size, seq_len=a.seq_len,
-                   steps=a.steps, warmup_steps=a.warmup, lr=a.lr, seed=a.seed, precision=a.precision,
-                   padding=a.padding, dataset=a.dataset, profile=a.profile, compile_mode=a.compile_mode,
-                   loss_every=a.loss_every, dropout=a.dropout, threads=a.threads, cache=a.cache, debug=a.debug,
-                   stall_s=a.stall_s, timeout_s=a.timeout_s, nproc=a.nproc,
-                   nnodes=a.nnodes, node_rank=a.node_rank, rdzv_endpoint=a.rdzv_endpoint)
-
-
-def _backends(text: str) -> list[str]:
-    """The comma-separated backend names, in order, duplicates kept (``eager,eager`` is an A/A run)."""
-    names = [b.strip() for b in text.split(",") if b.strip()]
-    bad = [b for b in names if b not in BACKENDS]
-    if bad or not names:
-        raise ValueError(f"--backends={text!r}: unknown {bad}; allowed: {', '.join(BACKENDS)} (comma-separated)")
-    return names
+# the job options of compare-script (the rest is the script's business), in JobSpec's order
+SCRIPT_FIELDS = ("batch_size", "seq_len", "steps", "warmup_steps", "profile", "loss_every", "threads", "cache", "debug",
+                 "stall_s", "timeout_s")
 
 
 def _compared(names: list[str]) -> list[str]:
@@ -88,67 +42,9 @@ def _compared(names: list[str]) -> list[str]:
 
 
 # -- numbers for people -----------------------------------------------------------------------------------
-Cell = Callable[[Mapping[str, Any], str], str]
-
-
-def _num(spec: str) -> Cell:
-    return lambda row, col: "–" if missing(row.get(col)) else format(row[col], spec)
-
-
-def _text(row: Mapping[str, Any], col: str) -> str:
-    value = row.get(col)
-    return "–" if missing(value) or value == "" else str(value)
-
-
-def _yes_no(row: Mapping[str, Any], col: str) -> str:
-    return "–" if missing(row.get(col)) else ("yes" if row[col] else "no")
-
-
-def ratio_text(point: Any, low: Any, high: Any) -> str:
-    """A ratio with its 95 % interval for people: ``0.87× (0.80–0.95)``."""
-    if missing(point):
-        return "–"
-    if missing(low) or missing(high):
-        return fmt_ratio(point)
-    return f"{fmt_ratio(point)} ({fmt_ratio(low).rstrip('×')}–{fmt_ratio(high).rstrip('×')})"
-
-
-def _interval(low_col: str, high_col: str) -> Cell:
-    return lambda row, col: ratio_text(row.get(col), row.get(low_col), row.get(high_col))
-
-
-def _break_even(row: Mapping[str, Any], col: str) -> str:
-    be, low, high = row.get(col), row.get("break_even_low"), row.get("break_even_high")
-    if missing(be):
-        return "–"
-    if be == float("inf"):
-        return "never"
-    return f"{low:,.0f}–{high:,.0f}" if not (missing(low) or missing(high)) else f"{be:,.0f}"
-
-
-def _created(row: Mapping[str, Any], col: str) -> str:
-    return "–" if missing(row.get(col)) else pd.Timestamp(row[col]).strftime("%m-%d %H:%M")
-
-
-# source column -> (people's name, cell); the same names in `run`, `runs`, `compare` and `noise-floor`.
-# `compare` fits 120 columns: noise and loss parity are told in words below it, the intervals are in --json
-COLUMNS: dict[str, tuple[str, Cell]] = {
-    "run_id": ("run", _num(".0f")), "comparison_id": ("comparison", _num(".0f")), "created": ("created", _created),
-    "backend": ("backend", _text), "status": ("status", _text), "rounds": ("rounds", _num(".0f")),
-    "model": ("model", _text), "size": ("size", _text), "batch_size": ("batch", _num(".0f")),
-    "seq_len": ("seq", _num(".0f")), "step": ("step", _num(".0f")), "warmup": ("warmup", _yes_no),
-    "median_step_ms": ("median step ms", _num(",.1f")), "step_iqr_ms": ("IQR ms", _num(",.1f")),
-    "step_ms": ("step ms", _num(",.1f")), "cpu_ms": ("cpu ms", _num(",.1f")), "step_cv": ("CV", _num(".1%")),
-    "samples_s": ("samples/s", _num(",.1f")), "tokens_s": ("tokens/s", _num(",.0f")),
-    "compile_latency_s": ("compile s", _num(",.1f")), "cache": ("cache", _text),
-    "peak_mem_mb": ("peak MiB", _num(",.0f")), "mfu": ("MFU", _num(".3f")), "noisy": ("noisy", _yes_no),
-    "loss": ("loss", _num(".4f")), "final_loss": ("final loss", _num(".4f")),
-    "speedup": ("speedup (95% CI)", _interval("speedup_ci_low", "speedup_ci_high")),
-    "memory_ratio": ("memory ratio", lambda row, col: ratio_text(row.get(col), None, None)),
-    "break_even_steps": ("break-even", _break_even),
-    "host": ("host", _text), "threads": ("threads", _num(".0f")), "torch": ("torch", _text),
-    "commit": ("commit", _text), "load": ("load", _text),
-}
+# each command's columns; their names, units and cells are tcbench.view.format.COLUMNS (the report's too), the same
+# in `run`, `runs`, `compare` and `noise-floor`. `compare` fits 120 columns: noise and loss parity are told in words
+# below it, the intervals are in --json
 COMPARE_COLUMNS = ["backend", "status", "median_step_ms", "step_cv", "samples_s", "compile_latency_s", "cache",
                    "peak_mem_mb", "mfu", "speedup", "memory_ratio", "break_even_steps"]
 RUN_COLUMNS = ["run_id", "backend", "status", "median_step_ms", "step_iqr_ms", "step_cv", "samples_s", "tokens_s",
@@ -160,23 +56,11 @@ STEPS_COLUMNS = ["step", "warmup", "step_ms", "samples_s", "tokens_s", "peak_mem
 
 
 def people(rows: pd.DataFrame | Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
-    """``rows`` as text in people's names and units (``COLUMNS``); absent columns are left out."""
+    """``rows`` as text in people's names and units (``tcbench.view.format.COLUMNS``); absent columns are left out."""
     records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else list(rows)
-    present = [c for c in columns if any(c in r for r in records)]
-    return pd.DataFrame({COLUMNS[c][0]: [COLUMNS[c][1](r, c) for r in records] for c in present},
-                        columns=[COLUMNS[c][0] for c in present])
-
-
-def _float(x: float) -> str:
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
-
-
-def _print(df: pd.DataFrame) -> None:
-    """A table on stdout, floats to 4 significant digits; wrapped to the terminal's width when stdout is
-    one, whole lines in pipes."""
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    with pd.option_context("display.max_columns", 60, "display.max_colwidth", 60):
-        print(df.to_string(index=False, line_width=width, float_format=_float, na_rep="–") if len(df) else "(none)")
+    present = [CLI_COLUMNS[c] for c in columns if any(c in r for r in records)]
+    return pd.DataFrame({c.heading: [c.cli_text(r) for r in records] for c in present},
+                        columns=[c.heading for c in present])
 
 
 def _write(path: str, flag: str, text: str) -> None:
@@ -205,24 +89,23 @@ def print_comparison(cmp: Any) -> None:
     job = (f"{spec.model} {spec.size}, batch {spec.batch_size}, seq {spec.seq_len}, {spec.precision}" if spec.script is None
            else f"your script {' '.join([spec.script, *spec.script_args])}, {spec.steps} steps ({spec.warmup_steps} warmup)")
     print(f"{job}, {cmp.rounds} round{'' if cmp.rounds == 1 else 's'}; comparison {cmp.comparison_id}")
-    _print(people(summary, COMPARE_COLUMNS))
+    print_table(people(summary, COMPARE_COLUMNS))
     if cmp.rounds == 1:
         print(f"note: {SINGLE_ROUND} (use --rounds 3 or more for an interval across runs)")
     notes: dict[str, list[str]] = {}
     diagnosis = cmp.diagnostics()
-    for row in summary.to_dict("records"):
-        print(f"- {row['backend']}: {row['verdict']}")
-        for w in row["warnings"]:
+    for row in cmp.rows():
+        print(f"- {row.label}: {row.verdict}")
+        for w in row.warnings:
             print(f"    warning: {w}")
-        parity = row.get("loss_parity")
-        if row["verdict_kind"] != "baseline" and (missing(parity) or bool(parity)):   # a failure is a warning
-            print(f"    loss parity {'' if missing(parity) else 'ok: '}{row['loss_parity_note']}")
-        if row.get("error"):
-            print(f"    error: {row['error'].strip().splitlines()[-1][:300]}")
-        for line in diagnose_lines(diagnosis, row["backend"]):   # graph breaks, recompiles, ...: where and why
+        if row.verdict_kind != "baseline" and row.loss_parity is not False:   # a failure is a warning
+            print(f"    loss parity {'' if row.loss_parity is None else 'ok: '}{row.loss_parity_note}")
+        if row.error:
+            print(f"    error: {row.error.strip().splitlines()[-1][:300]}")
+        for line in diagnose_lines(diagnosis, row.label):   # graph breaks, recompiles, ...: where and why
             print(f"    {line}")
-        if row.get("mfu_note"):
-            notes.setdefault(row["mfu_note"], []).append(row["backend"])
+        if row.mfu_note:
+            notes.setdefault(row.mfu_note, []).append(row.label)
     for note, labels in notes.items():
         print(f"{', '.join(labels)}: {note}")
 
@@ -230,27 +113,21 @@ def print_comparison(cmp: Any) -> None:
 def cmd_compare(a: argparse.Namespace) -> int:
     import tcbench as tc
 
-    from tcbench.cli.progress import Progress
-
-    others = _compared(_backends(a.backends))
+    others = _compared(backend_list(a.backends))
     _check_writable(a.report, "--report")
     _check_writable(a.json, "--json")
     with Progress(rounds=a.rounds) as progress:
-        cmp = tc.compare(_spec(a, "eager"), backends=others, rounds=a.rounds, observer=progress)
+        cmp = tc.compare(job_spec(a, "eager"), backends=others, rounds=a.rounds, observer=progress)
     return _show_comparison(a, cmp)
 
 
 def cmd_compare_script(a: argparse.Namespace) -> int:
     import tcbench as tc
 
-    from tcbench.cli.progress import Progress
-
-    others = _compared(_backends(a.backends))
+    others = _compared(backend_list(a.backends))
     _check_writable(a.report, "--report")
     _check_writable(a.json, "--json")
-    fields = dict(steps=a.steps, warmup_steps=a.warmup, loss_every=a.loss_every, threads=a.threads,
-                  batch_size=a.batch_size, seq_len=a.seq_len, profile=a.profile, cache=a.cache, debug=a.debug,
-                  stall_s=a.stall_s, timeout_s=a.timeout_s, **({"model": a.name} if a.name else {}))
+    fields = {**job_fields_of(a), **({"model": a.name} if a.name else {})}
     with Progress(rounds=a.rounds) as progress:
         cmp = tc.compare_script(a.script, a.script_args, backends=others, rounds=a.rounds, observer=progress,
                                 **fields)
@@ -275,16 +152,14 @@ def noise_floor_line(nf: Any) -> str:
     if nf.resolvable is None:
         return f"smallest resolvable speedup now: unknown (verdict: {nf.verdict_kind})"
     return (f"smallest resolvable speedup now: {fmt_ratio(nf.resolvable)} (A/A interval "
-            f"{fmt_ratio(nf.low).rstrip('×')}–{fmt_ratio(nf.high)}, verdict: {nf.verdict_kind})")
+            f"{fmt_ratio_range(nf.low, nf.high)}, verdict: {nf.verdict_kind})")
 
 
 def cmd_noise_floor(a: argparse.Namespace) -> int:
     import tcbench as tc
 
-    from tcbench.cli.progress import Progress
-
     with Progress(rounds=a.rounds) as progress:
-        nf = tc.noise_floor(_spec(a, a.backend), rounds=a.rounds, observer=progress)
+        nf = tc.noise_floor(job_spec(a, a.backend), rounds=a.rounds, observer=progress)
     print_comparison(nf.comparison)
     print(noise_floor_line(nf))
     return 0 if all(r.ok for r in nf.comparison.results) else 1
@@ -293,11 +168,9 @@ def cmd_noise_floor(a: argparse.Namespace) -> int:
 def cmd_run(a: argparse.Namespace) -> int:
     import tcbench as tc
 
-    from tcbench.cli.progress import Progress
-
     with Progress() as progress:
-        r = tc.run(_spec(a, a.backend), observer=progress)
-    _print(people([r.summary_row()], RUN_COLUMNS))
+        r = tc.run(job_spec(a, a.backend), observer=progress)
+    print_table(people([r.summary_row()], RUN_COLUMNS))
     for text in (f"noisy: {r.noise_reason}" if r.noisy else "", r.mfu_note,
                  f"error: {r.error.strip()[-1500:]}" if r.error else "",
                  f"artifacts: {r.artifacts}" if r.artifacts else ""):
@@ -309,7 +182,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _runs_table(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     df["backend"] = [lab or b for lab, b in zip(df["label"].fillna(""), df["backend"])]
-    first = (lambda v: "?" if missing(v) or not v else str(v).split()[0])
+    first = (lambda v: "?" if is_missing(v) or not v else str(v).split()[0])
     df["load"] = [f"{first(s)}→{first(e)}" for s, e in zip(df["load_start"], df["load_end"])]
     return people(df, RUNS_COLUMNS)
 
@@ -332,7 +205,7 @@ def cmd_table(a: argparse.Namespace) -> int:
               "comparisons": lambda: tc.comparisons().tail(a.last), "models": tc.models, "backends": tc.backends,
               "profiles": lambda: (tc.profiles(sources=True) if a.sources else
                                    tc.profiles().drop(columns=["label"], errors="ignore"))}
-    _print(tables[a.command]())
+    print_table(tables[a.command]())
     return 0
 
 
@@ -347,7 +220,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("compare", help="run the eager baseline and compiled jobs, print the summary and verdicts")
-    _spec_args(p)
+    add_job_options(p)
     p.add_argument("--backends", default="eager,inductor",
                    help="comma-separated, e.g. eager,inductor,xla; eager is the baseline, eager,eager runs A/A")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="alternating rounds (1: no run-to-run spread)")
@@ -355,33 +228,26 @@ def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--json", help="write the full summary and every step as JSON here")
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("compare-script", help="run your own training script natively and compiled (tcbench.track() "
-                       "or tcbench.job.hf.TcbenchCallback inside): the same summary as compare",
+                       "or tcbench.hf.TcbenchCallback inside): the same summary as compare",
                        usage="tcbench compare-script SCRIPT [options] [-- SCRIPT_ARGS ...]")
     p.add_argument("script", help="your training script (.py); its own arguments go after --")
     p.add_argument("--backends", default="eager,inductor", help="comma-separated; eager is the baseline")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="alternating rounds (1: no run-to-run spread)")
-    p.add_argument("--steps", type=int, default=30, help="the steps each run is measured for (the script stops there)")
-    p.add_argument("--warmup", type=int, default=5, help="warmup steps, reported apart")
-    p.add_argument("--loss-every", type=int, default=1)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=8, help="samples per step when the script does not report it")
-    p.add_argument("--seq-len", type=int, default=128, help="tokens per sample when the script does not report it")
+    add_job_options(p, only=SCRIPT_FIELDS, help={
+        "steps": "the steps each run is measured for (the script stops there)",
+        "batch_size": "samples per step when the script does not report it",
+        "seq_len": "tokens per sample when the script does not report it"})
     p.add_argument("--name", default=None, help="the name the runs are shown under (default: the script's file name)")
-    p.add_argument("--profile", default="this-machine", help="instance profile (tcbench profiles)")
-    p.add_argument("--cache", default="shared", choices=["shared", "cold"])
-    p.add_argument("--debug", action="store_true", help="keep the compiler's own report in the run's artifacts")
-    p.add_argument("--stall-s", type=float, default=300.0)
-    p.add_argument("--timeout-s", type=float, default=None)
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--json", help="write the full summary and every step as JSON here")
     p.set_defaults(func=cmd_compare_script, script_args=[])
     p = sub.add_parser("noise-floor", help="run a job against itself (A/A): the smallest speedup resolvable now")
-    _spec_args(p)
+    add_job_options(p)
     p.add_argument("--backend", default="eager", choices=BACKENDS)
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
     p.set_defaults(func=cmd_noise_floor)
     p = sub.add_parser("run", help="run one job")
-    _spec_args(p)
+    add_job_options(p)
     p.add_argument("--backend", default="eager", choices=BACKENDS)
     p.set_defaults(func=cmd_run)
 
@@ -417,11 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="what is installed, what each backend needs, what is missing (and the pip "
                    "command)").set_defaults(func=doctor_cli)
-    from tcbench.cli.tuning import add_subcommands
-    from tcbench.cli.parallel import add_subcommands as add_parallel_subcommands
 
-    add_subcommands(sub)
-    add_parallel_subcommands(sub)
+    tuning.add_subcommands(sub)
+    parallel.add_subcommands(sub)
     return ap
 
 

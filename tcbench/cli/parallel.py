@@ -1,4 +1,4 @@
-"""CLI subcommands (added by ``cli.build_parser``): ``tcbench scaling`` (measured here: the same job at 1, 2, …
+"""CLI subcommands (added by ``cli.app.build_parser``): ``tcbench scaling`` (measured here: the same job at 1, 2, …
 processes) and ``tcbench project-scaling`` (per instance profile, an estimate from a ring all-reduce model; no job
 runs)."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-# cli.py imports this module; its helpers are imported when called, so either import order works.
+from tcbench.cli.common import add_job_options, job_spec, print_table
+
 
 _EFA = {"profile": None, "on": True, "off": False, "both": "both"}
 _COLUMNS = ["profile", "efa", "nodes", "devices", "grad_mib", "ring_mib_per_device", "allreduce_ms", "compute_ms",
@@ -25,7 +26,6 @@ def _whole_numbers(text: str, flag: str) -> tuple[int, ...]:
 
 def cmd_project_scaling(a: argparse.Namespace) -> int:
     from tcbench.core.spec import JobSpec
-    from tcbench.cli.app import _print
     from tcbench.parallel.projection import LinkAssumptions, project_scaling
 
     spec = None
@@ -38,28 +38,26 @@ def cmd_project_scaling(a: argparse.Namespace) -> int:
                           overlap=a.overlap, efa=_EFA[a.efa], assumptions=LinkAssumptions(mfu=a.mfu),
                           dataset_samples=a.dataset_samples)
     table = res.table if a.all_columns else res.table[[c for c in _COLUMNS if c in res.table.columns]]
-    _print(table)
+    print_table(table)
     print(res.describe())
     return 0
 
 
 def cmd_scaling(a: argparse.Namespace) -> int:
-    from tcbench.cli.app import _print, _spec
     from tcbench.parallel.scaling import scaling
 
-    res = scaling(_spec(a, a.backend), nprocs=_whole_numbers(a.nprocs, "--nprocs"), rounds=a.rounds,
+    res = scaling(job_spec(a, a.backend), nprocs=_whole_numbers(a.nprocs, "--nprocs"), rounds=a.rounds,
                   parity=not a.no_parity)
-    _print(res.table())
+    print_table(res.table())
     print(res.describe())
     return 0 if all(r.ok for r in res.results) else 1
 
 
 def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     """Add ``scaling`` and ``project-scaling`` to the ``tcbench`` parser's subcommands."""
-    from tcbench.cli.app import _spec_args
 
     p = sub.add_parser("scaling", help="measured data-parallel scaling: the job at 1, 2, … torchrun processes")
-    _spec_args(p)
+    add_job_options(p)
     p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"])
     p.add_argument("--nprocs", default="1,2", help="comma-separated process counts; the first is the baseline")
     p.add_argument("--rounds", type=int, default=3)

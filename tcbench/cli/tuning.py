@@ -1,11 +1,11 @@
 """CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr``, ``retune-lr`` and ``tune-worker`` (added
-by ``cli.build_parser``)."""
+by ``cli.app.build_parser``)."""
 
 from __future__ import annotations
 
 import argparse
 
-# cli.py imports this module; its helpers are imported when called, so either import order works.
+from tcbench.cli.common import add_job_options, backend_list, job_spec, print_table
 
 
 def _progress(event: dict) -> None:
@@ -23,28 +23,26 @@ def _progress(event: dict) -> None:
 
 def cmd_max_batch(a: argparse.Namespace) -> int:
     from tcbench.tuning.maxbatch import find_max_batch
-    from tcbench.cli.app import _backends, _print, _spec
 
-    names = _backends(a.backends)
-    res = find_max_batch(_spec(a, names[0]), profile=a.profile, backends=names, start=a.start,
+    names = backend_list(a.backends)
+    res = find_max_batch(job_spec(a, names[0]), profile=a.profile, backends=names, start=a.start,
                             max_batch=a.max_batch, probe_steps=a.probe_steps, multiple_of=a.multiple_of, observer=_progress,
                             memory_budget_gb=a.budget_gb, storage=a.storage, study_name=a.study_name)
     print(f"profile {res.profile}, memory budget {res.budget_gb:g} GiB")
     if res.study_name:
         reused = int(res.probes().reused.sum())
         print(f"study {res.study_name!r} in {res.storage}: {reused} of {len(res.probe_rows)} probe(s) answered from it")
-    _print(res.table())
+    print_table(res.table())
     if a.probes:
-        _print(res.probes())
+        print_table(res.probes())
     return 0 if all(v for v in res.max_batch.values()) else 1
 
 
 def cmd_retune_lr(a: argparse.Namespace) -> int:
     from tcbench.tuning.retune import retune_lr
-    from tcbench.cli.app import _print, _spec
 
     try:
-        res = retune_lr(_spec(a, a.backend), new_batch_size=a.new_batch_size, nproc=a.new_nproc, n_trials=a.trials,
+        res = retune_lr(job_spec(a, a.backend), new_batch_size=a.new_batch_size, nproc=a.new_nproc, n_trials=a.trials,
                         storage=a.storage, study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps,
                         eval_batches=a.eval_batches, search_factor=a.search_factor, seed=a.seed, pruner=a.pruner,
                         observer=_progress, budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer,
@@ -54,14 +52,14 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
         return 1
     if res.prediction is None and not a.no_prediction:
         print(f"note: no noise-scale prediction: {res.prediction_note}")
-    _print(res.summary())
+    print_table(res.summary())
     print(res.describe())
     print(f"trials {len(res.trials)} (pruned {res.n_pruned}, failed {res.n_failed}; sampler {res.sampler}), wall "
           f"{res.wall_s:.0f} s, steps run {res.total_steps} vs a plain grid's {res.grid_steps}")
     if not res.finalists.empty:
-        _print(res.finalists[["number", "lr", "rule", "seeds", "mean", "se"]])
+        print_table(res.finalists[["number", "lr", "rule", "seeds", "mean", "se"]])
     if a.trials_table:
-        _print(res.trials)
+        print_table(res.trials)
     if a.storage:   # res.storage shows the URL with its password as ***
         hint = "; put the password back in place of ***" if "***" in res.storage else ""
         print(f"study {res.study_name!r} in {res.storage} (optuna-dashboard {res.storage} opens it{hint})")
@@ -86,10 +84,9 @@ def cmd_tune_worker(a: argparse.Namespace) -> int:
 
 def cmd_noise_scale(a: argparse.Namespace) -> int:
     from tcbench.tuning.noise import noise_scale
-    from tcbench.cli.app import _spec
 
     try:
-        ns = noise_scale(_spec(a, "eager"), micro_batches=a.micro_batches)
+        ns = noise_scale(job_spec(a, "eager"), micro_batches=a.micro_batches)
     except RuntimeError as exc:   # the job failed: its reason, in one line (the run is stored)
         print(f"error: {exc}")
         return 1
@@ -100,15 +97,14 @@ def cmd_noise_scale(a: argparse.Namespace) -> int:
 
 def cmd_predict_lr(a: argparse.Namespace) -> int:
     from tcbench.tuning.prediction import predict_lr
-    from tcbench.cli.app import _print, _spec
 
     try:
-        p = predict_lr(_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches,
+        p = predict_lr(job_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches,
                        nproc=a.new_nproc)
     except RuntimeError as exc:
         print(f"error: {exc}")
         return 1
-    _print(p.table())
+    print_table(p.table())
     print(p.describe())
     print(p.advice())
     return 0
@@ -123,11 +119,16 @@ def _target_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_subcommands(sub: "argparse._SubParsersAction") -> None:
-    """Add ``max-batch`` and ``retune-lr`` to the ``tcbench`` parser's subcommands."""
-    from tcbench.cli.app import _spec_args
+    """Add ``max-batch``, ``retune-lr``, ``tune-worker``, ``noise-scale`` and ``predict-lr`` to the ``tcbench``
+    parser's subcommands."""
+    _add_max_batch(sub)
+    _add_retune_lr(sub)
+    _add_lr_tools(sub)
 
+
+def _add_max_batch(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("max-batch", help="largest batch that fits under a profile's memory, per backend")
-    _spec_args(p)
+    add_job_options(p)
     p.add_argument("--backends", default="eager,inductor", help="comma-separated; the first is the native one")
     p.add_argument("--start", type=int, default=None, help="first batch probed (default: --batch-size)")
     p.add_argument("--max-batch", type=int, default=4096, help="stop growing here")
@@ -139,8 +140,11 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
                    "(postgresql://…, sqlite:///…); a probe it holds is not run again")
     p.add_argument("--study-name", default=None, help="the study (default: named from the settings)")
     p.set_defaults(func=cmd_max_batch)
+
+
+def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("retune-lr", help="retune the learning rate after a batch-size change (Optuna)")
-    _spec_args(p)
+    add_job_options(p)
     p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"])
     _target_args(p)
     p.add_argument("--trials", type=int, default=12)
@@ -167,6 +171,9 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes on the study (more than 1 needs a PostgreSQL --storage)")
     p.set_defaults(func=cmd_retune_lr)
+
+
+def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("tune-worker", help="join a retune-lr study on PostgreSQL and run its trials (another "
                                            "terminal or machine)")
     p.add_argument("study", help="the study's name (retune-lr prints it)")
@@ -175,11 +182,11 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
     p.set_defaults(func=cmd_tune_worker)
     p = sub.add_parser("noise-scale", help="measure the gradient noise scale of the native job (McCandlish B_simple)")
-    _spec_args(p)
+    add_job_options(p)
     p.add_argument("--micro-batches", type=int, default=2, help="micro-batches per step (divides --batch-size)")
     p.set_defaults(func=cmd_noise_scale)
     p = sub.add_parser("predict-lr", help="the learning rate for a new batch size from the gradient noise scale")
-    _spec_args(p)
+    add_job_options(p)
     _target_args(p)
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],
                    help="adam: the surge form (tcbench trains with AdamW); sgd: McCandlish's form")

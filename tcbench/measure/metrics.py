@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tcbench.core.results import JobFigures, StepRecord
+from tcbench.view.format import fmt_ratio   # the verdict sentences' ratios
 
 # -- noise: when a job's steady steps cannot be trusted ---------------------------------------------
 NOISY_WAIT_SHARE = 0.10     # threads runnable but waiting for a CPU more than 10 % of the steady time
@@ -190,14 +191,6 @@ def verdict(speedup: float | None, low: float | None, high: float | None, noisy:
                                             f"than {max(high, 1 / low) - 1:.0%} cannot be resolved here now")
     return "inconclusive", (f"inconclusive: {ci} contains 1 but is too wide to tell a "
                             f"{RESOLVE - 1:.0%} difference — {WHAT_TO_DO}")
-
-
-def fmt_ratio(x: float | None) -> str:
-    """A ratio for people: 2 decimals, 3 when 2 would hide a difference from 1."""
-    if x is None or not math.isfinite(x):
-        return "–"
-    text = f"{x:.2f}×"
-    return f"{x:.3f}×" if text == "1.00×" and x != 1 else text
 
 
 def break_even_range(compile_latency_s: float | None, native_step_s: float | None,

@@ -1,1 +1,2 @@
-"""For people: plots (``collect_*`` DataFrames, then ``plot_*`` figures) and the HTML report."""
+"""For people: format (the one copy of the value formatters and of the column table), plots (``collect_*``
+DataFrames, then ``plot_*`` figures) and the HTML report."""

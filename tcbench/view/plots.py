@@ -12,12 +12,12 @@ from typing import Any, Iterable
 import pandas as pd
 import plotly.graph_objects as go
 
-from tcbench.comparison import backend_of
-from tcbench.measure.metrics import fmt_ratio
+from tcbench.core.results import backend_of
+from tcbench.view.format import fmt_ratio, is_missing, speedup_text   # speedup_text: the panel's bars too
 
 # One colour per backend everywhere (panel, report, notebooks).
 COLORS = {"eager": "#636EFA", "inductor": "#EF553B", "xla": "#00CC96"}
-_LAYOUT = dict(template="plotly_white", height=360, margin=dict(l=60, r=20, t=60, b=50),
+LAYOUT = dict(template="plotly_white", height=360, margin=dict(l=60, r=20, t=60, b=50),
                legend=dict(orientation="h", y=-0.25), title_font_size=14)
 BUDGET_FAR = 4.0     # a memory budget more than 4x the tallest bar is written in the title, not drawn
 
@@ -39,18 +39,6 @@ def _results(x: Any) -> list:
     return [x]
 
 
-def missing(value: Any) -> bool:
-    """None, NaN or pd.NA (a list, a string or a dict is never missing)."""
-    if value is None:
-        return True
-    if isinstance(value, (str, list, tuple, dict)):
-        return False
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
 # -- throughput --------------------------------------------------------------------------------------------
 _THROUGHPUT = ["backend", "status", "rounds", "samples_s", "tokens_s", "median_step_ms", "speedup", "speedup_ci_low",
                "speedup_ci_high"]
@@ -68,39 +56,15 @@ def collect_throughput(x: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=_THROUGHPUT)
 
 
-def fmt_interval(point: Any, low: Any, high: Any, unit_after_high: bool = True) -> str:
-    """A ratio with its 95 % interval for people: ``0.87× (0.80–0.95×)`` (``0.87× (0.80–0.95)`` with
-    ``unit_after_high=False``, as on the bars); the point alone without an interval, "–" without a point."""
-    if missing(point):
-        return "–"
-    if missing(low) or missing(high):
-        return fmt_ratio(float(point))
-    high_text = fmt_ratio(float(high)) if unit_after_high else fmt_ratio(float(high))[:-1]
-    return f"{fmt_ratio(float(point))} ({fmt_ratio(float(low))[:-1]}–{high_text})"
-
-
-def speedup_text(row: dict, first: bool = False) -> str:
-    """``"0.87× (0.80–0.95)"`` (+ ``"single round"`` when rounds == 1); the status when the job failed."""
-    if row.get("status") != "ok":
-        return str(row.get("status"))
-    if first:
-        return "baseline"
-    if missing(row.get("speedup")):
-        return ""
-    text = fmt_interval(row.get("speedup"), row.get("speedup_ci_low"), row.get("speedup_ci_high"), False)
-    rounds = row.get("rounds")
-    return text + ("<br>single round" if not missing(rounds) and int(rounds) == 1 else "")
-
-
 def plot_throughput(df: pd.DataFrame,
                     title: str = "Throughput (samples/s, higher is better)<br>"
                                  "<sub>on the bars: speedup vs native (95 % interval)</sub>") -> go.Figure:
     """Bars per job label; on each bar the speedup with its 95 % interval ("single round" when rounds == 1)."""
     fig = go.Figure(layout=dict(title=title, xaxis_title="job", yaxis_title="samples / s (median steady step)",
-                                **_LAYOUT))
+                                **LAYOUT))
     for i, row in enumerate(df.to_dict("records")):
         label = str(row["backend"])
-        fig.add_bar(x=[label], y=[0.0 if missing(row.get("samples_s")) else row["samples_s"]], name=label,
+        fig.add_bar(x=[label], y=[0.0 if is_missing(row.get("samples_s")) else row["samples_s"]], name=label,
                     marker_color=color(label), marker_pattern_shape="/" if _dash(label) == "dash" else "",
                     text=[speedup_text(row, first=i == 0)], textposition="outside", cliponaxis=False)
     fig.update_layout(showlegend=False, uniformtext_minsize=10)
@@ -120,7 +84,7 @@ def collect_memory(x: Any) -> pd.DataFrame:
 
 def _memory_text(row: dict, first: bool) -> str:
     ratio = row.get("memory_ratio")
-    if first or missing(ratio) or ratio <= 0:
+    if first or is_missing(ratio) or ratio <= 0:
         return ""          # the first row is the native baseline
     word, shown = ("less", ratio) if ratio >= 1 else ("more", 1 / ratio)
     return f"{fmt_ratio(shown)} {word}"
@@ -130,13 +94,13 @@ def plot_memory(df: pd.DataFrame, budget_gb: float | None = None,
                 title: str = "Peak memory above the post-load baseline (MiB)") -> go.Figure:
     """Bars per job label on a linear axis; the memory budget as a dashed line when it is within
     ``BUDGET_FAR`` times the tallest bar, else written in the title (so the bars are not squashed)."""
-    peaks = [0.0 if missing(v) else float(v) for v in df.get("peak_mem_mb", [])]
+    peaks = [0.0 if is_missing(v) else float(v) for v in df.get("peak_mem_mb", [])]
     tallest = max(peaks, default=0.0)
     budget_mb = budget_gb * 1024 if budget_gb else None
     far = budget_mb is not None and tallest > 0 and budget_mb > BUDGET_FAR * tallest
     if far:
         title += f"<br><sub>memory budget {budget_gb:g} GiB: far above the bars, not drawn</sub>"
-    fig = go.Figure(layout=dict(title=title, xaxis_title="job", yaxis_title="MiB", yaxis_type="linear", **_LAYOUT))
+    fig = go.Figure(layout=dict(title=title, xaxis_title="job", yaxis_title="MiB", yaxis_type="linear", **LAYOUT))
     for i, row in enumerate(df.to_dict("records")):
         label = str(row["backend"])
         fig.add_bar(x=[label], y=[peaks[i]], name=label, marker_color=color(label),
@@ -179,7 +143,7 @@ def plot_losses(df: pd.DataFrame, title: str = "Training loss (same seed, same d
     """Per job label: its logged losses as faint points and their exponential moving average as a line
     (``smooth_losses``; ``span`` in logged steps)."""
     fig = go.Figure(layout=dict(title=title + "<br><sub>line: exponential moving average; points: logged losses"
-                                "</sub>", xaxis_title="optimizer step", yaxis_title="training loss", **_LAYOUT))
+                                "</sub>", xaxis_title="optimizer step", yaxis_title="training loss", **LAYOUT))
     for label, g in df.groupby("backend", sort=False):
         label = str(label)
         fig.add_scatter(x=g["step"], y=g["loss"], mode="markers", name=f"{label} (logged)", legendgroup=label,
@@ -206,7 +170,7 @@ def plot_step_times(df: pd.DataFrame,
                     title: str = "Step time: warmup (compile) spike, then steady state") -> go.Figure:
     """One line per job and run on a log axis (compile spikes are 10–1000× a steady step), warmup shaded."""
     fig = go.Figure(layout=dict(title=title, xaxis_title="optimizer step", yaxis_title="step time (ms, log scale)",
-                                yaxis_type="log", **_LAYOUT))
+                                yaxis_type="log", **LAYOUT))
     for (label, _run_id), g in df.groupby(["backend", "run_id"], sort=False):
         label = str(label)
         first = not any(t.name == label for t in fig.data)

@@ -9,18 +9,16 @@ comparison (its summary, its jobs' stored environment), never from the machine t
 from __future__ import annotations
 
 import html
-import math
 from typing import Any, Callable
 
 import pandas as pd
 
 from tcbench.view import plots
-from tcbench.view.plots import missing
+from tcbench.view.format import (MISSING, REPORT_COLUMNS, fmt_number, fmt_percent, fmt_usd, html_kind, html_note,
+                                 html_text, is_missing)
 from tcbench.host.env import describe
 
 __all__ = ["summary_table_html", "findings_html", "diagnostics_html", "comparison_html"]
-
-MISSING = "–"
 
 _STYLE = """<style>
 .tcb-summary{border-collapse:collapse;font-size:13px;width:100%;table-layout:fixed;font-variant-numeric:tabular-nums}
@@ -51,103 +49,10 @@ code{background:#f6f6f6;padding:1px 4px;overflow-wrap:anywhere}
 .grid>div{break-inside:avoid;page-break-inside:avoid}h2{break-after:avoid;page-break-after:avoid}}"""
 
 
-# -- numbers for people ----------------------------------------------------------------------------------
-def fmt_number(value: Any, decimals: int | None = None) -> str:
-    """A number for people: thousand separators from 100 up, 3 significant digits below (or ``decimals``
-    fixed ones), never an exponent; "–" when missing, "never" for infinity."""
-    if missing(value):
-        return MISSING
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    value = float(value)
-    if math.isinf(value):
-        return "never"
-    if decimals is not None:
-        return f"{value:,.{decimals}f}"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    if value == 0 or abs(value) >= 0.001:
-        return f"{value:.3g}"
-    return "< 0.001" if value > 0 else "> -0.001"
-
-
-def _pct(value: Any) -> str:
-    return MISSING if missing(value) else f"{float(value) * 100:.1f} %"
-
-
-def _text(value: Any) -> str:
-    return MISSING if missing(value) or value == "" else html.escape(str(value))
-
-
-def _note(text: Any) -> str:
-    return "" if missing(text) or not text else f'<br><span class="tcb-note">{html.escape(str(text))}</span>'
-
-
-def _kind(kind: Any) -> str:
-    kind = str(kind) if not missing(kind) else "inconclusive"
-    return f'<span class="tcb-kind tcb-kind-{html.escape(kind.replace(" ", "-"))}">{html.escape(kind)}</span>'
-
-
-# -- the summary table: one row per figure ----------------------------------------------------------------
-def _break_even(r: dict) -> str:
-    if r.get("verdict_kind") == "faster" and not missing(r.get("break_even_low")):
-        return f"{fmt_number(r['break_even_low'], 0)}–{fmt_number(r.get('break_even_high'), 0)}"
-    return fmt_number(r.get("break_even_steps"), 0)
-
-
-def _loss_parity(r: dict) -> str:
-    parity = r.get("loss_parity")
-    word = "not judged" if missing(parity) else ("yes" if parity else "no")
-    diff = "" if missing(r.get("loss_diff")) else f" (|Δ| {fmt_number(r['loss_diff'])})"
-    return word + diff + _note(r.get("loss_parity_note"))
-
-
-def _speedup(r: dict) -> str:
-    if r.get("verdict_kind") == "baseline":
-        return "baseline"
-    return plots.fmt_interval(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"))
-
-
-def _memory_ratio(r: dict) -> str:
-    if r.get("verdict_kind") == "baseline":
-        return "baseline"
-    return plots.fmt_interval(r.get("memory_ratio"), r.get("memory_ci_low"), r.get("memory_ci_high"))
-
-
-def _warnings(r: dict) -> str:
-    items = r.get("warnings")
-    items = [] if missing(items) else list(items)
-    return "<br>".join(f"⚠ {html.escape(str(w))}" for w in items) or "none"
-
-
-# (row label, the summary columns it shows, how to show them)
-ROWS: list[tuple[str, tuple[str, ...], Callable[[dict], str]]] = [
-    ("status", ("status",), lambda r: _text(r.get("status"))),
-    ("rounds", ("rounds",), lambda r: fmt_number(r.get("rounds"))),
-    ("verdict", ("verdict_kind", "verdict"), lambda r: _kind(r.get("verdict_kind")) + _note(r.get("verdict"))),
-    ("speedup (95 % interval)", ("speedup", "speedup_ci_low", "speedup_ci_high"), _speedup),
-    ("median step (ms)", ("median_step_ms",), lambda r: fmt_number(r.get("median_step_ms"))),
-    ("step CV", ("step_cv",), lambda r: _pct(r.get("step_cv"))),
-    ("samples/s", ("samples_s",), lambda r: fmt_number(r.get("samples_s"))),
-    ("tokens/s", ("tokens_s",), lambda r: fmt_number(r.get("tokens_s"))),
-    ("compile latency (s)", ("compile_latency_s",), lambda r: fmt_number(r.get("compile_latency_s"), 1)),
-    ("compile cache", ("cache",), lambda r: _text(r.get("cache"))),
-    ("warmup added by compiling (s)", ("extra_warmup_s",), lambda r: fmt_number(r.get("extra_warmup_s"), 1)),
-    ("break-even steps", ("break_even_steps", "break_even_low", "break_even_high"), _break_even),
-    ("peak memory (MiB)", ("peak_mem_mb",), lambda r: fmt_number(r.get("peak_mem_mb"))),
-    ("memory ratio, native ÷ this (95 % interval)", ("memory_ratio", "memory_ci_low", "memory_ci_high"),
-     _memory_ratio),
-    ("MFU", ("mfu", "mfu_note"),
-     lambda r: _pct(r.get("mfu")) if not missing(r.get("mfu")) else _text(r.get("mfu_note"))),
-    ("noise", ("noisy", "noise"), lambda r: _text(r.get("noise")) if r.get("noisy") is True else "none detected"),
-    ("final loss", ("final_loss",), lambda r: fmt_number(r.get("final_loss"))),
-    ("loss parity", ("loss_parity", "loss_diff", "loss_parity_note"), _loss_parity),
-    ("recompilations after warmup", ("recompiles",), lambda r: fmt_number(r.get("recompiles"))),
-    ("graph breaks", ("graph_breaks",), lambda r: fmt_number(r.get("graph_breaks"))),
-    ("what the compiler did", ("diagnosis",), lambda r: _text(r.get("diagnosis"))),
-    ("warnings", ("warnings",), _warnings),
-    ("error", ("error",), lambda r: _text(r.get("error"))),
-]
+# -- the summary table: one row per figure --------------------------------------------------------------------
+# (row title, the summary columns it shows, how to show them), from the one column table (tcbench.view.format)
+ROWS: list[tuple[str, tuple[str, ...], Callable[[dict], str]]] = [(c.title, c.columns, c.report_html)
+                                                                  for c in REPORT_COLUMNS]
 COLUMN_ROWS = {col: label for label, cols, _ in ROWS for col in cols} | {"backend": "(column heading)"}
 
 
@@ -172,10 +77,11 @@ def findings_html(summary: pd.DataFrame) -> str:
     ``verdict_kind``, ``verdict`` and ``warnings`` columns)."""
     items = []
     for r in summary.to_dict("records"):
-        warns = [] if missing(r.get("warnings")) else list(r["warnings"])
+        warns = [] if is_missing(r.get("warnings")) else list(r["warnings"])
         sub = "".join(f'<li class="tcb-warning">⚠ {html.escape(str(w))}</li>' for w in warns)
-        items.append(f'<li class="tcb-finding"><b>{html.escape(str(r["backend"]))}</b> {_kind(r.get("verdict_kind"))} '
-                     f'{_text(r.get("verdict"))}{f"<ul>{sub}</ul>" if sub else ""}</li>')
+        items.append(f'<li class="tcb-finding"><b>{html.escape(str(r["backend"]))}</b> '
+                     f'{html_kind(r.get("verdict_kind"))} {html_text(r.get("verdict"))}'
+                     f'{f"<ul>{sub}</ul>" if sub else ""}</li>')
     return f'{_STYLE}<ul class="tcb-findings">{"".join(items)}</ul>'
 
 
@@ -188,21 +94,15 @@ def diagnostics_html(diag: pd.DataFrame) -> str:
     if diag is None or not len(diag):
         return ""
     body = "".join(
-        f"<tr><td>{_text(r['backend'])}</td><td>{_text(r['kind'])}</td>"
-        f"<td>{'<code>' + html.escape(r['where']) + '</code>' if r['where'] else MISSING}{_note(r['code'])}</td>"
-        f"<td>{_text(r['why'])}</td><td>{fmt_number(r['count'])}</td><td>{_text(r['advice'])}</td></tr>"
+        f"<tr><td>{html_text(r['backend'])}</td><td>{html_text(r['kind'])}</td>"
+        f"<td>{'<code>' + html.escape(r['where']) + '</code>' if r['where'] else MISSING}{html_note(r['code'])}</td>"
+        f"<td>{html_text(r['why'])}</td><td>{fmt_number(r['count'])}</td><td>{html_text(r['advice'])}</td></tr>"
         for r in top(diag).to_dict("records"))
     return (f'{_STYLE}<table class="tcb-diagnosis"><thead><tr><th>job</th><th>kind</th><th>where</th><th>why</th>'
             f'<th>count</th><th>what to do</th></tr></thead><tbody>{body}</tbody></table>')
 
 
 # -- the report ------------------------------------------------------------------------------------------
-def _usd(value: Any) -> str:
-    if missing(value):
-        return MISSING
-    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
-
-
 def _cost_profile(cmp: Any, profile: str | None) -> str | None:
     """The profile to price at: the one asked for, else the spec's unless it is this machine (no price)."""
     if profile:
@@ -219,10 +119,10 @@ def costs_html(cmp: Any, profile: str | None = None) -> str:
         c = cmp.costs(prof)
     except Exception as exc:   # a profile name from an older catalog: the report still renders
         return f"<h2>Cost on {html.escape(prof)}</h2><p>No cost table: {html.escape(str(exc))}</p>"
-    cols = [("job", "backend", _text), ("samples/s", "samples_s", fmt_number),
-            ("$ per 1,000 steps", "usd_per_1k_steps", _usd), ("$ per epoch", "usd_per_epoch", _usd),
-            ("$ per 1M tokens", "usd_per_1m_tokens", _usd), ("hours per epoch", "hours_per_epoch", fmt_number),
-            ("saved by compiling", "saved_pct", lambda v: MISSING if missing(v) else f"{v:.1f} %")]
+    cols = [("job", "backend", html_text), ("samples/s", "samples_s", fmt_number),
+            ("$ per 1,000 steps", "usd_per_1k_steps", fmt_usd), ("$ per epoch", "usd_per_epoch", fmt_usd),
+            ("$ per 1M tokens", "usd_per_1m_tokens", fmt_usd), ("hours per epoch", "hours_per_epoch", fmt_number),
+            ("saved by compiling", "saved_pct", lambda v: fmt_percent(v, share=False))]
     head = "".join(f"<th>{label}</th>" for label, _, _ in cols)
     body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(k))}</td>" for _, k, fmt in cols) + "</tr>"
                    for r in c.to_dict("records"))
