@@ -21,6 +21,7 @@ import ipywidgets as w
 
 import tcbench as tc
 
+from ._background import Background
 from ._controls import Controls, batch_text
 from ._history import History
 from ._live import JobProgress, LiveFigures
@@ -47,9 +48,7 @@ class Workbench:
     def __init__(self, **preset: Any):
         self.comparison: Any = None
         self.noise_floor: Any = None
-        self._thread: threading.Thread | None = None
-        self._busy = False
-        self._stop = threading.Event()
+        self._bg = Background()
         self._jobs: dict[str, tuple[int, Any]] = {}      # job -> (round, JobSpec), from its "start" event
         self._compiler: dict[str, str] = {}              # job -> its configured compiler, from its "compiler" event
         self._rounds, self._feed_figures = 1, True
@@ -128,7 +127,7 @@ class Workbench:
     # -- state -----------------------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        return self._busy
+        return self._bg.busy
 
     def _sync_buttons(self) -> None:
         running = self.running
@@ -206,39 +205,43 @@ class Workbench:
         return True
 
     def _start(self, text: str, rounds: int, feed_figures: bool, job: Callable[[threading.Event], Any],
-               done: Callable[[Any], None], what: str) -> threading.Thread:
+               done: Callable[[Any], None], what: str) -> threading.Thread | None:
         """Run ``job(stop_event)`` on a background thread with the controls locked; ``done(result)`` draws it."""
         self.progress.clear()
         self.export_message.value = ""
         self._log, self._jobs, self._compiler, self.log.value = [], {}, {}, ""
         self._rounds, self._feed_figures = rounds, feed_figures
-        self._stop = threading.Event()
-        self._busy = True   # before the claim: this panel's own buttons show Stop, not "elsewhere"
-        self.controls.claim(what)
-        self.status.value = html.escape(text)
-        self._thread = threading.Thread(target=self._work, args=(job, done, what), daemon=True,
-                                        name=f"tcbench-{what.replace(' ', '-')}")
-        self._sync_buttons()
-        self._thread.start()
-        return self._thread
+
+        def claim() -> bool:   # already busy: this panel's own buttons show Stop, not "elsewhere"
+            self.controls.claim(what)
+            self.status.value = html.escape(text)
+            self._sync_buttons()
+            return True
+
+        def finish(ending: str | None) -> None:
+            self.controls.release()   # syncs every tab's buttons, this one's too
+            if ending is not None:
+                self.status.value = ending
+
+        return self._bg.start(what, lambda stop: self._work(job, done, what, stop), finish=finish, claim=claim)
 
     def stop(self) -> None:
         """Stop the running work; what was measured is kept, the running job shows as interrupted."""
-        if self.running:
-            self._stop.set()
+        if self._bg.stop():
             self.status.value = "Stopping… (the running job is being ended; its measured steps are kept)"
 
     def wait(self, timeout: float | None = None) -> Any:
         """Block until the running work ends; returns ``panel.comparison``."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._bg.wait(timeout)
         return self.comparison
 
-    def _work(self, job: Callable[[threading.Event], Any], done: Callable[[Any], None], what: str) -> None:
+    def _work(self, job: Callable[[threading.Event], Any], done: Callable[[Any], None], what: str,
+              stop: threading.Event) -> str:
+        """Run the job and draw its result; the status line to show once the panel is released."""
         started = time.monotonic()
         result, error = None, ""
         try:
-            result = job(self._stop)
+            result = job(stop)
         except Exception as exc:  # noqa: BLE001 - the panel stays usable whatever happens
             error = f"{type(exc).__name__}: {exc}"
         try:
@@ -247,16 +250,12 @@ class Workbench:
                 done(result)
         except Exception as exc:  # noqa: BLE001
             error = error or f"could not draw the result: {type(exc).__name__}: {exc}"
-        finally:
-            self._busy = False
-            self.controls.release()   # syncs every tab's buttons, this one's too
         took = time.monotonic() - started
         if error:
-            self.status.value = f"<span style='color:#b00020'>The {what} failed: {html.escape(error)}</span>"
-        elif self._stop.is_set():
-            self.status.value = f"Stopped after {took:.0f} s; the measured steps are shown and kept in the store."
-        else:
-            self.status.value = f"<span class='tcb-done'>Done in {took:.0f} s.</span>"
+            return f"<span style='color:#b00020'>The {what} failed: {html.escape(error)}</span>"
+        if stop.is_set():
+            return f"Stopped after {took:.0f} s; the measured steps are shown and kept in the store."
+        return f"<span class='tcb-done'>Done in {took:.0f} s.</span>"
 
     # -- observer events (on the background thread) -------------------------------------------------
     def _observe(self, event: dict) -> None:
@@ -277,7 +276,7 @@ class Workbench:
         self.progress.start(job, event["spec"].steps)
 
     def _job_status(self, job: str, label: str, words: str) -> None:
-        if self._stop.is_set():  # "Stopping…" stays until the work ends
+        if self._bg.stopping:  # "Stopping…" stays until the work ends
             return
         rnd = self._jobs.get(job, (0, None))[0]
         compiler = self._compiler.get(job)
@@ -338,7 +337,7 @@ class Workbench:
     def _show_noise_floor(self, nf: Any) -> None:
         self.noise_floor = nf
         text = noise_floor_text({**nf.summary(), "created": time.time()})
-        if self._stop.is_set():
+        if self._bg.stopping:
             text += " — stopped before the end, so not kept as this machine's noise floor"
         self.noise_text.value = html.escape(text)
 

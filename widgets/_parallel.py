@@ -27,6 +27,7 @@ import plotly.graph_objects as go
 import tcbench as tc
 from tcbench.parallel.projection import DEFAULT_PROFILES
 
+from ._background import Background
 from ._controls import profile_label
 from ._live import JobProgress
 
@@ -102,9 +103,7 @@ class ParallelTab:
         self.scaling: Any = None          # the last tc.ScalingResult
         self.projection: Any = None       # the last tc.ScalingProjection (all its columns: .table)
         self.prediction: Any = None       # the last LrPrediction for a number of processes
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._busy = False
+        self._bg = Background()
         self._rounds = 1
         self._round: dict[str, int] = {}
         self._make_measured()
@@ -206,12 +205,12 @@ class ParallelTab:
     # -- state -------------------------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        return self._busy
+        return self._bg.busy
 
     def _sync_buttons(self) -> None:
         """Start buttons off while this tab measures or another tab holds the panel."""
-        self.measure_button.disabled = self.lr_button.disabled = self._busy or self.controls.owner is not None
-        self.stop_button.disabled = self.lr_stop_button.disabled = not self._busy
+        self.measure_button.disabled = self.lr_button.disabled = self._bg.busy or self.controls.owner is not None
+        self.stop_button.disabled = self.lr_stop_button.disabled = not self._bg.busy
 
     def _start(self, what: str, out: w.HTML, progress: JobProgress,
                job: Callable[[Any], None]) -> threading.Thread | None:
@@ -221,41 +220,35 @@ class ParallelTab:
         if spec is None:
             out.value = _error(f"Fix the Run tab first: {self.controls.error}")
             return None
-        if self._busy:
+        if self._bg.busy:
             out.value = _error("Another measurement of this tab is running: wait for it or press Stop.")
             return None
-        if self.controls.claim(what):
-            out.value = _error(self.controls.busy_text())
-            return None
-        self._stop = threading.Event()
-        self._busy = True
-        self._progress, self._out, self._round = progress, out, {}
-        progress.clear()
-        self._sync_buttons()
 
-        def work() -> None:
+        def claim() -> bool:
+            if self.controls.claim(what):
+                out.value = _error(self.controls.busy_text())
+                return False
+            self._progress, self._out, self._round = progress, out, {}
+            progress.clear()
+            self._sync_buttons()
+            return True
+
+        def work(_stop: threading.Event) -> None:
             try:
                 job(spec)
             except Exception as exc:  # noqa: BLE001 - bad input, preflight or an engine error: a line, not a traceback
                 out.value = _failure(what, exc)
-            finally:
-                self._busy = False
-                self.controls.release()   # syncs every tab's buttons
 
-        self._thread = threading.Thread(target=work, name=f"tcbench-{what.replace(' ', '-')}", daemon=True)
-        self._thread.start()
-        return self._thread
+        return self._bg.start(what, work, finish=lambda _: self.controls.release(), claim=claim)   # syncs every tab
 
     def stop(self) -> None:
         """Stop the running measurement; what was measured is kept and shown."""
-        if self._busy:
-            self._stop.set()
+        if self._bg.stop():
             self._out.value = "Stopping… (the running job is being ended; its measured steps are kept)"
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the running measurement ends."""
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._bg.wait(timeout)
 
     # -- measured scaling --------------------------------------------------------------------------
     def measure(self) -> threading.Thread | None:
@@ -277,9 +270,9 @@ class ParallelTab:
             f"Measuring {spec.model} ({spec.backend}) at {', '.join(map(str, counts))} processes, batch "
             f"{spec.batch_size} per process (global batch {', '.join(str(spec.batch_size * n) for n in counts)}), "
             f"{rounds} round(s) …")
-        result = tc.scaling(spec, nprocs=list(counts), rounds=rounds, observer=self._observe, stop=self._stop)
+        result = tc.scaling(spec, nprocs=list(counts), rounds=rounds, observer=self._observe, stop=self._bg.stop_event)
         self._show_scaling(result, spec)
-        self.status.value = ("Stopped: the table shows what was measured before Stop." if self._stop.is_set()
+        self.status.value = ("Stopped: the table shows what was measured before Stop." if self._bg.stopping
                              else "<span class='tcb-done'>Done.</span>")
 
     def show_stored(self, result: Any) -> None:
@@ -313,7 +306,7 @@ class ParallelTab:
             if kind == "start":
                 self._round[job] = int(event.get("round") or 0)
                 self._progress.start(job, event["spec"].steps)
-            elif kind == "phase" and not self._stop.is_set():
+            elif kind == "phase" and not self._bg.stopping:
                 phase = str(event.get("phase", ""))
                 self._out.value = (f"<b>{html.escape(label)}</b> · round {self._round.get(job, 0) + 1} of "
                                      f"{self._rounds} · <span class='tcb-phase'>"
@@ -373,7 +366,7 @@ class ParallelTab:
         self._rounds = 1
         self.lr_message.value = ("Reading the stored gradient noise scale of this job, or measuring it (one eager "
                                  "job) …")
-        p = tc.predict_lr(spec, nproc=n, stop=self._stop, observer=self._observe)
+        p = tc.predict_lr(spec, nproc=n, stop=self._bg.stop_event, observer=self._observe)
         self.prediction = p
         self.lr_table.value = _table_html(p.table())
         self.lr_message.value = f"<p>{html.escape(p.describe())}</p>"

@@ -19,6 +19,8 @@ import plotly.graph_objects as go
 
 import tcbench as tc
 
+from ._background import Background
+
 _MARKS = {"complete": ("circle", "#1f77b4"), "pruned": ("x", "#ff7f0e"), "failed": ("diamond", "#d62728")}
 
 
@@ -48,9 +50,7 @@ class TuningTab:
         self.controls = controls
         self.max_batch: Any = None
         self.retune: Any = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._running = False
+        self._bg = Background()
         controls.on_owner(lambda: self._sync_buttons())
         self.budget = w.FloatText(value=0.0, description="Budget GiB", style={"description_width": "initial"},
                                   layout=w.Layout(width="200px"))
@@ -86,7 +86,7 @@ class TuningTab:
         self.predict_button.on_click(lambda _b: self.run_predict())
         self.retune_button.on_click(lambda _b: self.run_retune())
         self.use_button.on_click(lambda _b: self.use_lr())
-        self.stop_button.on_click(lambda _b: self._stop.set())
+        self.stop_button.on_click(lambda _b: self._bg.stop())
         self.box = w.VBox([w.HBox([self.budget, self.include_compiled, self.find_button]),
                            w.HBox([self.new_batch, self.optimizer, self.predict_button]),
                            w.HBox([self.trials, self.seeds, self.sample_budget, self.retune_button, self.use_button, self.stop_button]),
@@ -99,37 +99,33 @@ class TuningTab:
         if spec is None:
             self.message.value = f"<p style='color:#b00020'>Fix the Run tab first: {html.escape(self.controls.error)}</p>"
             return None
-        if self._thread is not None and self._thread.is_alive():
+        if self._bg.busy:
             return None
-        holder = self.controls.claim("tuning search")
-        if holder:
-            self.message.value = f"<p style='color:#b00020'>{html.escape(self.controls.busy_text())}</p>"
-            return None
-        self._stop.clear()
-        self._busy(True)
 
-        def work() -> None:
+        def claim() -> bool:
+            if self.controls.claim("tuning search"):
+                self.message.value = f"<p style='color:#b00020'>{html.escape(self.controls.busy_text())}</p>"
+                return False
+            self._sync_buttons()
+            return True
+
+        def work(_stop: threading.Event) -> None:
             try:
                 target(spec)
             except Exception as exc:  # bad input or an engine error: shown, the panel stays usable
                 self.message.value = f"<p style='color:#b00020'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</p>"
-            finally:
-                self._busy(False)
-                self.controls.release()
 
-        self._thread = threading.Thread(target=work, name="tcbench-tuning", daemon=True)
-        self._thread.start()
-        return self._thread
+        def finish(_result: None) -> None:
+            self._sync_buttons()
+            self.controls.release()
 
-    def _busy(self, busy: bool) -> None:
-        self._running = busy
-        self._sync_buttons()
+        return self._bg.start("tuning", work, finish=finish, claim=claim)
 
     def _sync_buttons(self) -> None:
         """Start buttons off while this tab works or another tab holds the panel."""
-        busy = self._running or self.controls.owner is not None
+        busy = self._bg.busy or self.controls.owner is not None
         self.find_button.disabled = self.retune_button.disabled = self.predict_button.disabled = busy
-        self.stop_button.disabled = not self._running
+        self.stop_button.disabled = not self._bg.busy
         self.use_button.disabled = busy or self.retune is None or self.retune.best_lr is None
 
     def find(self) -> threading.Thread | None:
@@ -147,7 +143,7 @@ class TuningTab:
                 self.message.value = "<p>" + html.escape("; ".join(probes[-6:])) + "</p>"
 
         budget = self.budget.value if self.budget.value and self.budget.value > 0 else None
-        mb = tc.find_max_batch(spec, profile=spec.profile, backends=backends, observer=observer, stop=self._stop,
+        mb = tc.find_max_batch(spec, profile=spec.profile, backends=backends, observer=observer, stop=self._bg.stop_event,
                                memory_budget_gb=budget, probe_steps=3)
         self.max_batch = mb
         table = mb.table()
@@ -184,7 +180,7 @@ class TuningTab:
         new_batch = int(self.new_batch.value)
         self.message.value = (f"<p>Measuring the gradient noise scale of batch {spec.batch_size} (one eager job; "
                               f"a stored measurement of this job is reused) …</p>")
-        p = tc.predict_lr(spec, new_batch, optimizer=self.optimizer.value, stop=self._stop)
+        p = tc.predict_lr(spec, new_batch, optimizer=self.optimizer.value, stop=self._bg.stop_event)
         self._show_prediction(p)
         self._lines(spec, new_batch, p.lr, clear=False)
 
@@ -225,7 +221,7 @@ class TuningTab:
 
         self.message.value = f"<p>Retuning the learning rate for batch {new_batch} …</p>"
         self.retune = tc.retune_lr(spec, new_batch_size=new_batch, n_trials=int(self.trials.value),
-                                   observer=observer, stop=self._stop, optimizer=self.optimizer.value,
+                                   observer=observer, stop=self._bg.stop_event, optimizer=self.optimizer.value,
                                    budget=self.sample_budget.value, seeds=int(self.seeds.value))
         self.table.value = self.retune.summary().to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
         r = self.retune
@@ -246,5 +242,4 @@ class TuningTab:
                               f"lr {self.retune.best_lr:.3g}.</p>")
 
     def wait(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._bg.wait(timeout)
