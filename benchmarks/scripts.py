@@ -158,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     for n in names:
         if n not in SCRIPTS:
             p.error(f"--scripts contains {n!r}; allowed: {', '.join(SCRIPTS)}")
-    from tcbench.host.env import _cpu_model
+    from tcbench.core.profiles import cpu_model
 
     results: dict = {"when": __import__("datetime").date.today().isoformat(),
-                     "machine": f"{_cpu_model()}, {len(os.sched_getaffinity(0))} cores", "rounds": a.rounds,
+                     "machine": f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores", "rounds": a.rounds,
                      "steps": a.steps}
     if a.only is not None and (HERE / "scripts.json").exists():   # a partial run keeps the other part's figures
         results = {**json.loads((HERE / "scripts.json").read_text()), **results}

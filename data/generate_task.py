@@ -290,7 +290,7 @@ Byte-level BPE (the `tokenizers` library, GPT-2 style pre-tokenizer with a prefi
 on the train texts plus the generated names, vocabulary exactly {VOCAB_SIZE}. Any text encodes
 (bytes never fall back to `[UNK]`). Special tokens and their fixed ids:
 {", ".join(f"`{t}`={i}" for i, t in enumerate(SPECIAL_TOKENS))}. The tokenizer adds no special tokens
-itself: `tcbench/_data.py` frames each task.
+itself: `tcbench/job/data.py` frames each task.
 
 ## How the tasks use it (`tcbench._data.batches`)
 

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import statistics
 import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -15,24 +16,19 @@ import pandas as pd
 
 from tcbench.measure.metrics import (WHAT_TO_DO, break_even_range, break_even_steps, fmt_ratio, loss_parity, ratio_interval,
                        steady, value_interval, verdict, warnings_for)
-from tcbench.core.results import JobResult
+from tcbench.core.results import AA, JobResult, SummaryRow, aa_label, backend_of
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.process import Observer, run
+from tcbench.runner.session import ComparisonSession, comparison_session
 from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.store.api import Store
 
-AA = " (A/A)"
 DEFAULT_ROUNDS = 3
 
 
-def _median(values: Sequence[Any]) -> float | None:
+def median_of(values: Sequence[Any]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
-
-
-def backend_of(label: str) -> str:
-    """The backend behind a job label (``"eager (A/A)"`` -> ``"eager"``)."""
-    return label[:-len(AA)] if label.endswith(AA) else label
 
 
 @dataclass
@@ -62,35 +58,33 @@ class Comparison:
         nat = {r.round: r for r in self.native}
         return [(nat[r.round], r) for r in self.by_backend(label) if r.round in nat]
 
-    def _row(self, label: str) -> dict[str, Any]:
+    def row(self, label: str) -> SummaryRow:
+        """One job label summed over its rounds (the baseline's row has no pair figures)."""
         jobs = self.by_backend(label)
         oks = [r for r in jobs if r.ok]
         status = "ok" if len(oks) == len(jobs) and jobs else ", ".join(sorted({r.status for r in jobs})) or "not run"
-        med = _median([r.median_step_s for r in oks])
+        med = median_of([r.median_step_s for r in oks])
         mfus = [r for r in oks if r.mfu is None and r.mfu_note]
-        row: dict[str, Any] = dict(
-            backend=label, status=status, rounds=len(jobs), median_step_ms=None if med is None else med * 1e3,
-            step_cv=_median([r.step_cv for r in oks]), samples_s=_median([r.samples_s for r in oks]),
-            tokens_s=_median([r.tokens_s for r in oks]), compile_latency_s=_median([r.compile_latency_s for r in oks]),
+        noise = "; ".join(f"round {r.round}: {r.noise_reason}" for r in jobs if r.noisy)
+        fields: dict[str, Any] = dict(
+            label=label, backend=backend_of(label) if not jobs else jobs[0].spec.backend, status=status,
+            rounds=len(jobs), median_step_ms=None if med is None else med * 1e3,
+            step_cv=median_of([r.step_cv for r in oks]), samples_s=median_of([r.samples_s for r in oks]),
+            tokens_s=median_of([r.tokens_s for r in oks]), compile_latency_s=median_of([r.compile_latency_s for r in oks]),
             cache=",".join(sorted({r.cache_state for r in oks if r.cache_state})),
-            peak_mem_mb=_median([r.peak_mem_bytes / 2**20 for r in oks if r.peak_mem_bytes is not None]),
-            mfu=None if mfus else _median([r.mfu for r in oks]), mfu_note=mfus[0].mfu_note if mfus else "",
-            noisy=any(r.noisy for r in jobs), noise="; ".join(f"round {r.round}: {r.noise_reason}" for r in jobs
-                                                            if r.noisy),
-            final_loss=_median([r.final_loss for r in oks]),
+            peak_mem_mb=median_of([r.peak_mem_bytes / 2**20 for r in oks if r.peak_mem_bytes is not None]),
+            mfu=None if mfus else median_of([r.mfu for r in oks]), mfu_note=mfus[0].mfu_note if mfus else "",
+            noisy=any(r.noisy for r in jobs), noise=noise, final_loss=median_of([r.final_loss for r in oks]),
             recompiles=max((r.recompiles_after_warmup or 0 for r in oks), default=None),
             graph_breaks=max((r.graph_breaks or 0 for r in oks), default=None),
             diagnosis=next((d["summary"] for r in jobs if (d := r.extra.get("diagnostics")) and "summary" in d), ""),
             error="; ".join(r.error for r in jobs if r.error)[:500])
         if label == self.backends[0]:
-            kind = "baseline"
-            text = "baseline (native PyTorch)" + (f"; noisy — {row['noise']}" if row["noisy"] else "")
-            row.update(_empty_pair_columns(), verdict_kind=kind, verdict=text, warnings=[])
-            return row
-        row.update(self._pair_columns(label, med))
-        return row
+            text = "baseline (native PyTorch)" + (f"; noisy — {noise}" if fields["noisy"] else "")
+            return SummaryRow(**fields, verdict_kind="baseline", verdict=text)
+        return SummaryRow(**fields, **self._pair_fields(label, med))
 
-    def _pair_columns(self, label: str, med: float | None) -> dict[str, Any]:
+    def _pair_fields(self, label: str, med: float | None) -> dict[str, Any]:
         pairs = self.pairs(label)
         complete = [(a, b) for a, b in pairs if a.ok and b.ok and steady(a.records) and steady(b.records)]
         sp, lo, hi = ratio_interval([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
@@ -107,9 +101,9 @@ class Comparison:
             kind, text = "inconclusive", (f"inconclusive: the job came out {kind} against itself, {fmt_ratio(sp)} "
                                           f"(95 % interval {fmt_ratio(lo)}–{fmt_ratio(hi)}) — this machine drifted "
                                           f"between rounds beyond the interval; {WHAT_TO_DO}")
-        nat_med = _median([a.median_step_s for a, _ in complete])
+        nat_med = median_of([a.median_step_s for a, _ in complete])
         # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
-        compile_s = _median([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete
+        compile_s = median_of([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete
                              if b.compile_latency_s is not None])
         be_lo, be_hi = break_even_range(compile_s, nat_med, lo, hi) if kind == "faster" else (None, None)
         be = {"faster": break_even_steps(compile_s, nat_med, med), "slower": float("inf")}.get(kind)
@@ -121,22 +115,25 @@ class Comparison:
                   for a, b in complete]
         verdicts = [p for p, _, _ in parity if p is not None]
         failed = [note for p, _, note in parity if p is False]
-        out = dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, memory_ratio=mem, memory_ci_low=mem_lo,
-                   memory_ci_high=mem_hi, extra_warmup_s=compile_s, break_even_steps=be, break_even_low=be_lo, break_even_high=be_hi,
-                   loss_parity=None if not verdicts else all(verdicts),
-                   loss_diff=_median([d for _, d, _ in parity]),
-                   loss_parity_note=(failed or [n for _, _, n in parity] or ["not judged: no complete pair"])[0],
-                   verdict_kind=kind, verdict=text)
+        loss_ok = None if not verdicts else all(verdicts)
         recompiles = max((b.recompiles_after_warmup or 0 for _, b in complete), default=None)
-        out["warnings"] = warnings_for(kind, sp, compile_s, mem, mem_hi, recompiles)
-        if out["loss_parity"] is False:
-            out["warnings"].append(f"loss parity failed: {failed[0]}")
-        return out
+        warnings = warnings_for(kind, sp, compile_s, mem, mem_hi, recompiles)
+        if loss_ok is False:
+            warnings.append(f"loss parity failed: {failed[0]}")
+        return dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, memory_ratio=mem, memory_ci_low=mem_lo,
+                    memory_ci_high=mem_hi, extra_warmup_s=compile_s, break_even_steps=be, break_even_low=be_lo,
+                    break_even_high=be_hi, loss_parity=loss_ok, loss_diff=median_of([d for _, d, _ in parity]),
+                    loss_parity_note=(failed or [n for _, _, n in parity] or ["not judged: no complete pair"])[0],
+                    verdict_kind=kind, verdict=text, warnings=tuple(warnings))
+
+    def rows(self) -> list[SummaryRow]:
+        """One ``SummaryRow`` per job label, the baseline first: the data behind ``summary()``."""
+        return [self.row(b) for b in self.backends]
 
     def summary(self) -> pd.DataFrame:
         """One row per job label: step time and its spread, throughput, compile latency, memory, speedup with
         its 95 % interval, memory ratio, break-even range, MFU, noise, loss parity, warnings and the verdict."""
-        return pd.DataFrame([self._row(b) for b in self.backends])
+        return pd.DataFrame([r.record() for r in self.rows()])
 
     def diagnostics(self) -> pd.DataFrame:
         """What each compiler did and where: one row per job, kind (graph break / recompile / fallback / host
@@ -172,7 +169,7 @@ class Comparison:
 
     @property
     def warnings(self) -> list[str]:
-        return [f"{row['backend']}: {w}" for _, row in self.summary().iterrows() for w in row["warnings"]]
+        return [f"{row.label}: {w}" for row in self.rows() for w in row.warnings]
 
     def to_json(self) -> str:
         """The spec, the environment, the summary and every step, as JSON text."""
@@ -198,12 +195,6 @@ class Comparison:
                 f"backends={self.backends}, rounds={self.rounds}, jobs={[r.status for r in self.results]})")
 
 
-def _empty_pair_columns() -> dict[str, Any]:
-    return dict(speedup=None, speedup_ci_low=None, speedup_ci_high=None, memory_ratio=None, memory_ci_low=None,
-                memory_ci_high=None, extra_warmup_s=None, break_even_steps=None, break_even_low=None, break_even_high=None,
-                loss_parity=None, loss_diff=None, loss_parity_note="")
-
-
 def _check(spec: JobSpec, backends: Sequence[str], rounds: Any) -> None:
     if not isinstance(spec, JobSpec):
         raise TypeError(f"spec={spec!r} is not a tcbench.JobSpec")
@@ -223,27 +214,41 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
     ``spec.backend`` inside ``backends`` runs the job against itself (A/A, labelled ``"eager (A/A)"``),
     which must come out "no measurable difference": the calibration of the verdicts.
     """
+    cmp = _prepared(spec, backends, rounds, kind)
+    store = store or Store()
+    with _session(cmp, store, stop) as session:
+        _play(cmp, session, observer, store)
+    return cmp
+
+
+def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int, kind: str) -> Comparison:
+    """The checked comparison, its spec preflighted (once, before the comparison is stored or any job starts)."""
     backends = list(backends)
     _check(spec, backends, rounds)
-    spec = preflight(spec)   # once, before the comparison is stored or any job starts
-    store = store or Store()
-    labels = [spec.backend, *[b + AA if b == spec.backend else b for b in dict.fromkeys(backends)]]
-    cmp = Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind)
-    cmp.comparison_id = store.insert_comparison(kind, spec, labels, rounds, {})
-    status = "interrupted"
-    try:
-        for rnd in range(rounds):
-            for label in (labels if rnd % 2 == 0 else labels[::-1]):
-                if stop is not None and stop.is_set():
-                    break
-                job_spec = dataclasses.replace(spec, backend=backend_of(label))
-                cmp.results.append(run(job_spec, observer, stop, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
-                                       label=label if label.endswith(AA) else ""))
-        status = "interrupted" if stop is not None and stop.is_set() else "done"
-    finally:
-        store.finish_comparison(cmp.comparison_id, status,
-                                {"summary": json.loads(cmp.summary().to_json(orient="records"))})
-    return cmp
+    spec = preflight(spec)
+    labels = [spec.backend, *[aa_label(b) if b == spec.backend else b for b in dict.fromkeys(backends)]]
+    return Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind)
+
+
+def _session(cmp: Comparison, store: Store,
+             stop: threading.Event | None) -> AbstractContextManager[ComparisonSession]:
+    """The comparison's row: any error leaves it ``interrupted`` with the summary measured until then."""
+    return comparison_session(store, cmp.kind, cmp.spec, cmp.backends, cmp.rounds, {}, stop,
+                              error_status="interrupted")
+
+
+def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None, store: Store) -> None:
+    """Every round of the comparison, alternating the order; the row's info is its summary."""
+    cmp.comparison_id = session.comparison_id
+    session.info_at_finish = lambda: {"summary": json.loads(cmp.summary().to_json(orient="records"))}
+    labels = cmp.backends
+    for rnd in range(cmp.rounds):
+        for label in (labels if rnd % 2 == 0 else labels[::-1]):
+            if session.stopped:
+                break
+            job_spec = dataclasses.replace(cmp.spec, backend=backend_of(label))
+            cmp.results.append(run(job_spec, observer, session.stop, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
+                                   label=label if label.endswith(AA) else ""))
 
 
 def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str] = ("inductor",),
@@ -312,13 +317,13 @@ def noise_floor(spec: JobSpec, rounds: int = DEFAULT_ROUNDS, observer: Observer 
                 stop: threading.Event | None = None, store: Store | None = None) -> NoiseFloor:
     """Run ``spec`` against itself (A/A, ``rounds`` rounds) and report the smallest speedup resolvable now."""
     store = store or Store()
-    cmp = compare(spec, backends=[spec.backend], rounds=rounds, observer=observer, stop=stop, store=store,
-                  kind="noise-floor")
-    row = cmp.summary().iloc[1]
-    nf = NoiseFloor(cmp, row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"], row["verdict_kind"],
-                    row["verdict"])
-    store.finish_comparison(cmp.comparison_id, "done" if not (stop and stop.is_set()) else "interrupted",
-                            {"noise_floor": nf.summary()})
+    cmp = _prepared(spec, [spec.backend], rounds, "noise-floor")
+    with _session(cmp, store, stop) as session:
+        _play(cmp, session, observer, store)
+        row = cmp.row(cmp.backends[1])
+        nf = NoiseFloor(cmp, row.speedup, row.speedup_ci_low, row.speedup_ci_high, row.verdict_kind, row.verdict)
+        session.info_at_finish = None   # measured to the end: the row keeps the noise floor, not the summary
+        session.finish_info = {"noise_floor": nf.summary()}
     return nf
 
 

@@ -72,16 +72,16 @@ def test_this_machine_is_read_from_the_host():
 
 def test_nvidia_smi_is_parsed_and_guarded(monkeypatch):
     monkeypatch.setattr(_profiles.shutil, "which", lambda exe: None)
-    assert _profiles._nvidia_gpus() == []
+    assert _profiles.nvidia_gpus() == []
     monkeypatch.setattr(_profiles.shutil, "which", lambda exe: "/usr/bin/nvidia-smi")
     answer = subprocess.CompletedProcess([], 0, stdout="NVIDIA A10G, 23028\nNVIDIA A10G, 23028\n", stderr="")
     monkeypatch.setattr(_profiles.subprocess, "run", lambda *a, **k: answer)
-    assert _profiles._nvidia_gpus() == [("NVIDIA A10G", 22.5), ("NVIDIA A10G", 22.5)]
+    assert _profiles.nvidia_gpus() == [("NVIDIA A10G", 22.5), ("NVIDIA A10G", 22.5)]
 
     def hang(*a, **k):
         raise subprocess.TimeoutExpired("nvidia-smi", 5)
     monkeypatch.setattr(_profiles.subprocess, "run", hang)
-    assert _profiles._nvidia_gpus() == []
+    assert _profiles.nvidia_gpus() == []
 
 
 def test_intra_node_bandwidth_is_sourced_for_every_multi_device_profile():

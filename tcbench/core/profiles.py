@@ -203,7 +203,7 @@ def _load_catalog(path_text: str, mtime: float) -> tuple[Profile, ...]:
     return tuple(dataclasses.replace(_to_profile(raw, accelerators), written=written) for raw in raws)
 
 
-def _catalog() -> tuple[Profile, ...]:
+def catalog() -> tuple[Profile, ...]:
     path = data_dir() / "profiles.json"
     try:
         mtime = path.stat().st_mtime
@@ -212,7 +212,8 @@ def _catalog() -> tuple[Profile, ...]:
     return _load_catalog(str(path), mtime)
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """This machine's CPU model as /proc/cpuinfo names it (else what ``platform`` says)."""
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
             if line.lower().startswith(("model name", "hardware", "cpu model")):
@@ -245,7 +246,7 @@ def _host_memory_gib() -> float:
     return round(total / 2**30, 1)
 
 
-def _nvidia_gpus() -> list[tuple[str, float]]:
+def nvidia_gpus() -> list[tuple[str, float]]:
     """(name, GiB) per GPU from ``nvidia-smi``, or [] when there is none or it does not answer in time."""
     exe = shutil.which("nvidia-smi")
     if not exe:
@@ -266,7 +267,7 @@ def _nvidia_gpus() -> list[tuple[str, float]]:
 def local_profile() -> Profile:
     """The profile of the host this process runs on (read once per process)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    memory, gpus, cpu = _host_memory_gib(), _nvidia_gpus(), _cpu_model()
+    memory, gpus, cpu = _host_memory_gib(), nvidia_gpus(), cpu_model()
     unset = "not applicable to this machine (left unset)"
     sources = dict(network_gbps=unset, efa=unset, nvlink=unset,
                    intra_node_gbytes_s=f"{unset}; tcbench.calibrate_link fits this machine's link from measurements")
@@ -288,7 +289,7 @@ def local_profile() -> Profile:
 
 
 def _all() -> tuple[Profile, ...]:
-    return (local_profile(), *_catalog())
+    return (local_profile(), *catalog())
 
 
 def profile_names() -> list[str]:
@@ -296,7 +297,7 @@ def profile_names() -> list[str]:
     return [p.name for p in _all()]
 
 
-def _close_matches(wanted: str, names: list[str]) -> list[str]:
+def close_matches(wanted: str, names: list[str]) -> list[str]:
     """Names that contain ``wanted`` (``"p4"`` -> the P4 profiles), then difflib's nearest, at most 3."""
     found = [n for n in names if wanted and wanted in n] if len(wanted) >= 2 else []
     for query in (wanted, "ml." + wanted):
@@ -313,7 +314,7 @@ def profile(name: str | Profile) -> Profile:
     for candidate in (wanted, wanted.lower(), "ml." + wanted.lower()):
         if candidate in by_name:
             return by_name[candidate]
-    close = _close_matches(wanted.lower(), list(by_name))
+    close = close_matches(wanted.lower(), list(by_name))
     hint = f"did you mean {', '.join(repr(c) for c in close[:3])}? " if close else ""
     raise ValueError(f"profile={name!r} is not a known instance profile; {hint}"
                      f"see them all with tcbench.profiles() ({len(by_name)} profiles)")

@@ -2,7 +2,8 @@
 JobResult (one job: its spec, how it ended, its figures and its environment).
 
 Each has one list of fields; the store's columns and the history readers are derived from them
-(``tcbench.store.api``), so a new figure is added here and nowhere else.
+(``tcbench.store.api``). A new figure is added here; to be shown, it also needs its entry (label, unit,
+formatter) in the one column table, ``tcbench.view.format.COLUMNS``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,20 @@ class JobFigures:
 FIGURE_NAMES = tuple(f.name for f in dataclasses.fields(JobFigures))
 
 
+AA = " (A/A)"   # the label of the native job's twin in an A/A pair: "eager (A/A)"
+
+
+def aa_label(backend: str) -> str:
+    """The label of ``backend``'s A/A twin (the same job again, compared with itself)."""
+    return backend + AA
+
+
+def backend_of(label: str) -> str:
+    """The backend behind a job label (``"eager (A/A)"`` -> ``"eager"``): for callers that hold a label only
+    (a plot's trace name); a ``JobResult`` has its backend in ``spec.backend``."""
+    return label[:-len(AA)] if label.endswith(AA) else label
+
+
 @dataclass
 class JobResult:
     """What one job measured. Its figures are also readable as attributes (``result.median_step_s``).
@@ -151,6 +166,62 @@ class JobResult:
         noisy = f", noisy={f.noise_reason!r}" if f.noisy else ""
         err = f", error={self.error[:80]!r}" if self.error else ""
         return f"JobResult(run_id={self.run_id}, job={self.name!r}, status={self.status!r}{fig}{noisy}{err})"
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One job label of a comparison, summed over its rounds: what ``Comparison.summary()`` shows as a row.
+
+    ``label`` is the job's name in the comparison ("eager (A/A)" for the native job's twin), ``backend`` the
+    backend that ran it. The pair fields (speedup … loss parity) are None on the baseline's row.
+    """
+
+    label: str
+    backend: str
+    status: str
+    rounds: int
+    median_step_ms: float | None
+    step_cv: float | None
+    samples_s: float | None
+    tokens_s: float | None
+    compile_latency_s: float | None
+    cache: str
+    peak_mem_mb: float | None
+    mfu: float | None
+    mfu_note: str
+    noisy: bool
+    noise: str
+    final_loss: float | None
+    recompiles: int | None
+    graph_breaks: int | None
+    diagnosis: str
+    error: str
+    speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    memory_ratio: float | None = None
+    memory_ci_low: float | None = None
+    memory_ci_high: float | None = None
+    extra_warmup_s: float | None = None
+    break_even_steps: float | None = None
+    break_even_low: float | None = None
+    break_even_high: float | None = None
+    loss_parity: bool | None = None
+    loss_diff: float | None = None
+    loss_parity_note: str = ""
+    verdict_kind: str = ""
+    verdict: str = ""
+    warnings: tuple[str, ...] = ()
+
+    def record(self) -> dict[str, Any]:
+        """The row as ``summary()``'s DataFrame has it, in field order: the job label in the column "backend" (as
+        it always was; the backend itself is not a column), warnings as a list."""
+        out = {}
+        for f in dataclasses.fields(self):
+            if f.name != "backend":
+                value = getattr(self, f.name)
+                out["backend" if f.name == "label" else f.name] = list(value) if f.name == "warnings" else value
+        return out
 
 
 def sql_type(cls: type, name: str) -> str:

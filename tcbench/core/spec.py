@@ -2,9 +2,10 @@
 
 A pair is data, not code: the compiled job of a comparison is
 ``dataclasses.replace(native, backend="inductor")``, so the two differ in nothing else.
-Validation only checks values (types, ranges, names); it never touches the network, the disk or the
-environment. What needs the disk or the machine (a dataset file, a local model folder, the cores this
-process may use) is checked by ``tcbench.runner.preflight.check`` before any process starts.
+Validation checks values (types, ranges, names; a profile's name against the shipped catalog file, read again
+only when it changed); it never touches the network or the environment. What needs the disk or the machine otherwise (a
+dataset file, a local model folder, the cores this process may use) is checked by
+``tcbench.runner.preflight.check`` before any process starts.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class SpecError(ValueError):
 SEED_MAX = 2**32 - 1   # numpy's and torch's seeds are unsigned 32-bit
 
 
-def _allowed(values: Any) -> str:
+def allowed_text(values: Any) -> str:
     return ", ".join(repr(v) for v in values)
 
 
@@ -78,14 +79,14 @@ def check_number(field: str, value: Any, low: float | None = None, high: float |
 def check_profile(name: Any) -> str:
     """The catalog spelling of the instance profile ``name`` (``"g5.2xlarge"`` -> ``"ml.g5.2xlarge"``),
     or a SpecError with the nearest names. Reads the shipped catalog only (cached), never the host."""
-    from tcbench.core.profiles import LOCAL, _catalog, _close_matches
+    from tcbench.core.profiles import LOCAL, catalog, close_matches
 
-    names = [LOCAL, *(p.name for p in _catalog())]
+    names = [LOCAL, *(p.name for p in catalog())]
     wanted = name.strip() if isinstance(name, str) else None
     for candidate in ((wanted, wanted.lower(), "ml." + wanted.lower()) if wanted else ()):
         if candidate in names:
             return candidate
-    close = _close_matches((wanted or "").lower(), names)
+    close = close_matches((wanted or "").lower(), names)
     hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
     allowed = f"{LOCAL!r} or an instance profile of tcbench.profiles() ({len(names)} profiles)"
     raise SpecError("profile", name, allowed, f"profile={name!r} is not a known instance profile; {hint}"
@@ -93,7 +94,7 @@ def check_profile(name: Any) -> str:
 
 
 FACTORY = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")   # "package.module:function"
-MODEL_ALLOWED = (f"{_allowed(MODELS)}, a local folder path, or a factory 'package.module:function' returning a "
+MODEL_ALLOWED = (f"{allowed_text(MODELS)}, a local folder path, or a factory 'package.module:function' returning a "
                  "torch.nn.Module")
 DATASET_ALLOWED = ("'builtin', the path of a .csv/.jsonl file, or a batch factory 'package.module:function' "
                    "yielding dicts of tensors")
@@ -104,7 +105,7 @@ def is_factory(name: Any) -> bool:
     return isinstance(name, str) and bool(FACTORY.match(name))
 
 
-def _is_local_folder(model: str) -> bool:
+def is_local_folder(model: str) -> bool:
     return not is_factory(model) and (os.sep in model or model.startswith(".") or os.path.isdir(model))
 
 
@@ -138,7 +139,7 @@ class JobSpec:
     (model load, compile/warmup, eval), each of which restarts the clock.
     timeout_s: an optional cap on the whole job's wall-clock seconds (None: no cap; a long job that
     keeps reporting is never killed).
-    script: the path of your own training script (``tcbench.track()`` or ``tcbench.job.hf.TcbenchCallback``
+    script: the path of your own training script (``tcbench.track()`` or ``tcbench.hf.TcbenchCallback``
     inside) run instead of tcbench's loop, with ``script_args``; model, size, dataset, padding, lr and
     batch size are then the script's business (``batch_size`` is only the fallback for samples/s when the
     script does not say), and ``steps`` caps the steps it is measured for.
@@ -199,7 +200,7 @@ class JobSpec:
         if not isinstance(self.model, str) or not self.model:
             raise SpecError("model", self.model, MODEL_ALLOWED)
         catalog = self.script is None and self.model in MODELS
-        if self.script is None and not catalog and not _is_local_folder(self.model) and not is_factory(self.model):
+        if self.script is None and not catalog and not is_local_folder(self.model) and not is_factory(self.model):
             raise SpecError("model", self.model, MODEL_ALLOWED, f"model={self.model!r} is unknown; allowed: {MODEL_ALLOWED}")
         if catalog:
             self._check_choice("size", self.size, SIZES)
@@ -302,7 +303,7 @@ class JobSpec:
 
     def _check_choice(self, name: str, value: Any, allowed: tuple) -> None:
         if value not in allowed:
-            raise SpecError(name, value, _allowed(allowed))
+            raise SpecError(name, value, allowed_text(allowed))
 
     def _number(self, name: str, low: float | None = None, high: float | None = None, **kwargs: Any) -> None:
         self._set(name, check_number(name, getattr(self, name), low, high, **kwargs))

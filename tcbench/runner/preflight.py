@@ -20,7 +20,7 @@ import os
 from typing import Any
 
 from tcbench.job import factory as _factory
-from tcbench.core.spec import JobSpec, SpecError, _is_local_folder, is_factory
+from tcbench.core.spec import JobSpec, SpecError, is_local_folder, is_factory
 
 
 def _resolved(path: str) -> str:
@@ -72,7 +72,7 @@ def check(spec: JobSpec) -> JobSpec:
         _data.check_dataset(changes["dataset"])
     if spec.model_kind == "factory":
         _factory.check(spec.model, "model")
-    elif spec.model_kind == "folder" and _is_local_folder(spec.model):
+    elif spec.model_kind == "folder" and is_local_folder(spec.model):
         from tcbench.job.models import check_local_model
 
         changes["model"] = _resolved(spec.model)
