@@ -26,7 +26,7 @@ from tcbench.measure.metrics import VERDICT_KINDS
 from tcbench.core.results import StepRecord
 from tcbench.cli.app import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 

@@ -11,7 +11,7 @@ import pytest
 from tcbench.core import profiles as _profiles
 from tcbench.core.profiles import SOURCED, Profile, local_profile, profile, profile_names, profiles
 
-CATALOG = Path(__file__).resolve().parent.parent / "data" / "profiles.json"
+CATALOG = Path(__file__).resolve().parents[2] / "data" / "profiles.json"
 EXPECTED = {
     "ml.g4dn.xlarge", "ml.g4dn.2xlarge", "ml.g4dn.12xlarge",
     "ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.4xlarge", "ml.g5.8xlarge", "ml.g5.12xlarge", "ml.g5.24xlarge",

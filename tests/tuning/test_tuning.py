@@ -332,7 +332,7 @@ def test_real_retune_rules_first_pruning_and_no_worse_than_linear(store):
     assert (finished.steps_run == 30).all() and finished.reason.str.contains("already finished").all(), pruned
     assert len(stopped) + len(finished) == len(pruned), pruned
 
-# A study process SIGKILLed mid-trial and resumed, with a diverging extra guess: tests/test_tuning_faults.py
+# A study process SIGKILLed mid-trial and resumed, with a diverging extra guess: tests/tuning/test_tuning_faults.py
 
 
 def test_a_prediction_equal_to_a_rule_shares_its_trial(fake, store):

@@ -17,7 +17,7 @@ from tcbench.job import diagnostics as _diagnose
 from tcbench.comparison import Comparison
 from tcbench.core.results import JobResult
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = tc.JobSpec(model="gpt2", size="tiny", batch_size=4, seq_len=16, steps=6, warmup_steps=2)
 
 

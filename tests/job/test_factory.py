@@ -12,7 +12,7 @@ import tcbench as tc
 from tcbench.job import data as _data
 from tcbench.job import factory as _factory
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

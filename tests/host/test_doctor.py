@@ -19,7 +19,7 @@ from tcbench.host import requirements as req
 from tcbench.job.backends import REGISTRY
 from tcbench.cli.app import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # what `pip install tcbench` (no extra) must run without
 JUPYTER = ("jupyterlab", "jupyter_server", "ipywidgets", "anywidget", "voila", "nbconvert", "notebook", "ipykernel")
 
