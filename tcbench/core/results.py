@@ -224,12 +224,18 @@ class SummaryRow:
         return out
 
 
+def field_type(cls: type, name: str) -> type:
+    """A dataclass field's type, ``X`` for ``X | None`` (from the resolved annotations, never their text)."""
+    hint = typing.get_type_hints(cls)[name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if len(args) == 1 else typing.get_origin(hint) or hint
+
+
 def sql_type(cls: type, name: str) -> str:
-    """The SQLite column type for a dataclass field (REAL / INTEGER / TEXT), from its annotation."""
-    hints = typing.get_type_hints(cls)
-    text = str(hints[name])
-    if "float" in text:
+    """The SQLite column type for a dataclass field (REAL / INTEGER / TEXT), from its type."""
+    kind = field_type(cls, name)
+    if kind is float:
         return "REAL"
-    if "int" in text or "bool" in text:
+    if kind in (int, bool):
         return "INTEGER"
     return "TEXT"

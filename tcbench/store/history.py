@@ -8,12 +8,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import typing
 from typing import Any
 
 import pandas as pd
 
-from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord
+from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, field_type
 from tcbench.core.spec import JobSpec
 from tcbench.store.api import STEP_COLUMNS, Store
 from tcbench.view.format import is_null
@@ -63,9 +62,9 @@ def comparisons(store: Store | None = None) -> pd.DataFrame:
 
 
 @functools.lru_cache(maxsize=None)
-def _hints(cls: type) -> dict[str, str]:
-    """A dataclass's field annotations as text (read once: rebuilding a run reads every cell of every step)."""
-    return {k: str(v) for k, v in typing.get_type_hints(cls).items()}
+def _type(cls: type, name: str) -> type:
+    """A dataclass field's type (looked up once: rebuilding a run reads every cell of every step)."""
+    return field_type(cls, name)
 
 
 def _typed(cls: type, name: str, value: Any) -> Any:
@@ -73,10 +72,10 @@ def _typed(cls: type, name: str, value: Any) -> Any:
     value = _num(value)
     if value is None:
         return None
-    hint = _hints(cls)[name]
-    if hint.startswith("bool"):
+    kind = _type(cls, name)
+    if kind is bool:
         return bool(value)
-    if hint.startswith("int"):
+    if kind is int:
         return int(value)
     return value
 
