@@ -16,7 +16,8 @@ import pandas as pd
 from tcbench.view import plots
 from tcbench.view import report
 from tcbench.core.catalog import MODELS, SIZES, models_table
-from tcbench.comparison import Comparison, NoiseFloor, compare, compare_script, latest_noise_floor, load_comparison, noise_floor
+from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor, compare,
+                                compare_script, latest_noise_floor, load_comparison, noise_floor)
 from tcbench.core.cost import cost, cost_table, savings_pct
 from tcbench.job.diagnostics import table as diagnostics
 from tcbench.host.doctor import doctor
@@ -62,7 +63,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 __all__ = [
     "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "Profile",
-    "run", "compare", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
+    "run", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
     "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",

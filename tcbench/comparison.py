@@ -8,14 +8,16 @@ import dataclasses
 import json
 import statistics
 import threading
+import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import pandas as pd
 
-from tcbench.measure.metrics import (WHAT_TO_DO, break_even_range, break_even_steps, fmt_ratio, loss_parity, ratio_interval,
-                       steady, value_interval, verdict, warnings_for)
+from tcbench.measure.interval import PILOT_ROUNDS, RoundsRule, log_ratios, ratio_interval, resolution, value_interval
+from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
+                                     warnings_for)
 from tcbench.core.results import AA, JobResult, SummaryRow, aa_label, backend_of
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.process import Observer, run
@@ -23,7 +25,10 @@ from tcbench.runner.session import ComparisonSession, comparison_session
 from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.store.api import Store
 
-DEFAULT_ROUNDS = 3
+DEFAULT_ROUNDS = 3          # a fixed number of rounds (noise_floor, and compare(rounds=...))
+DEFAULT_RESOLVE = 0.05      # compare()'s default: rounds are added until the interval is within ±5 % ...
+DEFAULT_BUDGET_S = 60.0     # ... or 60 s have passed
+MAX_ROUNDS = 30
 
 
 def median_of(values: Sequence[Any]) -> float | None:
@@ -37,6 +42,8 @@ class Comparison:
 
     ``backends`` holds the job labels in order: the native backend first, then each compared backend
     (an A/A twin of the native one is labelled ``"<backend> (A/A)"``). Jobs are paired by round.
+    ``rule``: the adaptive rounds' stopping rule (None: a fixed number of rounds); ``stop_reason`` says why the
+    rounds ended.
     """
 
     spec: JobSpec
@@ -45,6 +52,8 @@ class Comparison:
     rounds: int = DEFAULT_ROUNDS
     comparison_id: int | None = None
     kind: str = "compare"
+    rule: RoundsRule | None = None
+    stop_reason: str = ""
 
     def by_backend(self, label: str) -> list[JobResult]:
         return [r for r in self.results if r.name == label]
@@ -57,6 +66,18 @@ class Comparison:
         """(native, compiled) jobs of the same round, for every round where both ran."""
         nat = {r.round: r for r in self.native}
         return [(nat[r.round], r) for r in self.by_backend(label) if r.round in nat]
+
+    def complete_pairs(self, label: str) -> list[tuple[JobResult, JobResult]]:
+        """The rounds where both jobs ended ok with steady steps: the ones the speedup is measured on."""
+        return [(a, b) for a, b in self.pairs(label) if a.ok and b.ok and steady(a.records) and steady(b.records)]
+
+    def resolved(self) -> bool:
+        """Whether every compared label's interval is within the rule's resolution (adaptive rounds)."""
+        return self.rule is not None and all(self.rule.resolved(self._logs(label)) for label in self.backends[1:])
+
+    def _logs(self, label: str) -> list[float]:
+        return log_ratios([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
+                           for a, b in self.complete_pairs(label)])
 
     def row(self, label: str) -> SummaryRow:
         """One job label summed over its rounds (the baseline's row has no pair figures)."""
@@ -86,9 +107,9 @@ class Comparison:
 
     def _pair_fields(self, label: str, med: float | None) -> dict[str, Any]:
         pairs = self.pairs(label)
-        complete = [(a, b) for a, b in pairs if a.ok and b.ok and steady(a.records) and steady(b.records)]
+        complete = self.complete_pairs(label)
         sp, lo, hi = ratio_interval([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
-                                     for a, b in complete])
+                                     for a, b in complete], pilot=self.rule.pilot if self.rule else None)
         mem, mem_lo, mem_hi = value_interval([a.peak_mem_bytes / b.peak_mem_bytes for a, b in complete
                                               if a.peak_mem_bytes and b.peak_mem_bytes])
         problems = [f"{r.name} round {r.round} ended {r.status}: {r.error.strip().splitlines()[-1][:160] if r.error else ''}"
@@ -96,11 +117,9 @@ class Comparison:
         if not pairs:
             problems.append("no round ran both jobs")
         noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
-        kind, text = verdict(sp, lo, hi, noisy, problems, self.rounds)
-        if label.endswith(AA) and kind in ("faster", "slower"):   # the same job cannot be faster than itself:
-            kind, text = "inconclusive", (f"inconclusive: the job came out {kind} against itself, {fmt_ratio(sp)} "
-                                          f"(95 % interval {fmt_ratio(lo)}–{fmt_ratio(hi)}) — this machine drifted "
-                                          f"between rounds beyond the interval; {WHAT_TO_DO}")
+        kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds,
+                             advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
+                                    self.rule and self.rule.budget_s))
         nat_med = median_of([a.median_step_s for a, _ in complete])
         # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
         compile_s = median_of([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete
@@ -118,9 +137,11 @@ class Comparison:
         loss_ok = None if not verdicts else all(verdicts)
         recompiles = max((b.recompiles_after_warmup or 0 for _, b in complete), default=None)
         warnings = warnings_for(kind, sp, compile_s, mem, mem_hi, recompiles)
+        warnings += [w for w in (drift(self.backends[0], [a.median_step_s for a, _ in complete]),
+                                 drift(label, [b.median_step_s for _, b in complete])) if w]
         if loss_ok is False:
             warnings.append(f"loss parity failed: {failed[0]}")
-        return dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, memory_ratio=mem, memory_ci_low=mem_lo,
+        return dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, resolution=resolution(sp, lo, hi), memory_ratio=mem, memory_ci_low=mem_lo,
                     memory_ci_high=mem_hi, extra_warmup_s=compile_s, break_even_steps=be, break_even_low=be_lo,
                     break_even_high=be_hi, loss_parity=loss_ok, loss_diff=median_of([d for _, d, _ in parity]),
                     loss_parity_note=(failed or [n for _, _, n in parity] or ["not judged: no complete pair"])[0],
@@ -168,6 +189,14 @@ class Comparison:
         return cost_table(rows, profile or self.spec.profile, dataset_size=dataset_size, baseline=self.backends[0])
 
     @property
+    def rounds_note(self) -> str:
+        """How many rounds ran and why they stopped, e.g. ``"6 rounds (until ±5 % or 60 s): resolution reached: …"``."""
+        ran = len({r.round for r in self.results})
+        how = "fixed" if self.rule is None else (
+            f"until ±{self.rule.resolve:.0%}" + (f" or {self.rule.budget_s:g} s" if self.rule.budget_s else ""))
+        return f"{ran} round{'' if ran == 1 else 's'} ({how})" + (f": {self.stop_reason}" if self.stop_reason else "")
+
+    @property
     def warnings(self) -> list[str]:
         return [f"{row.label}: {w}" for row in self.rows() for w in row.warnings]
 
@@ -205,57 +234,127 @@ def _check(spec: JobSpec, backends: Sequence[str], rounds: Any) -> None:
         raise ValueError(f"rounds={rounds!r} is not allowed; it must be a whole number >= 1")
 
 
-def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int = DEFAULT_ROUNDS,
+def rounds_rule(rounds: int | None, resolve: float | None, budget_s: float | None,
+                max_rounds: int = MAX_ROUNDS) -> RoundsRule | None:
+    """The adaptive rounds' rule for compare()'s arguments (None: exactly ``rounds`` rounds); a bad value is a
+    ValueError naming it and what is allowed, before anything runs."""
+    def number(name: str, value: Any, low: float, high: float) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value <= high:
+            raise ValueError(f"{name}={value!r} is not allowed; it must be a number above {low:g} and at most {high:g}")
+        return float(value)
+
+    if resolve is None and budget_s is None:
+        if rounds is not None:
+            return None
+        resolve, budget_s = DEFAULT_RESOLVE, DEFAULT_BUDGET_S
+    if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 2:
+        raise ValueError(f"max_rounds={max_rounds!r} is not allowed; it must be a whole number >= 2")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 2 <= rounds <= max_rounds):
+        raise ValueError(f"rounds={rounds!r} is not allowed with resolve/budget_s: it is the first stage of adaptive "
+                         f"rounds, a whole number from 2 to max_rounds={max_rounds}")
+    return RoundsRule(resolve=number("resolve", DEFAULT_RESOLVE if resolve is None else resolve, 0, 1),
+                      budget_s=None if budget_s is None else number("budget_s", budget_s, 0, 7 * 24 * 3600),
+                      pilot=min(rounds or PILOT_ROUNDS, max_rounds), max_rounds=max_rounds)
+
+
+def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int | None = None,
             observer: Observer | None = None, stop: threading.Event | None = None,
-            store: Store | None = None, kind: str = "compare") -> Comparison:
-    """Run ``spec`` natively and with each backend in ``backends``, ``rounds`` alternating rounds.
+            store: Store | None = None, kind: str = "compare", resolve: float | None = None,
+            budget_s: float | None = None, max_rounds: int = MAX_ROUNDS) -> Comparison:
+    """Run ``spec`` natively and with each backend in ``backends``, in alternating rounds, until the answer is known.
 
     Rounds alternate the order (A B, then B A, ...) so a drift of the machine does not favour one side.
-    ``spec.backend`` inside ``backends`` runs the job against itself (A/A, labelled ``"eager (A/A)"``),
-    which must come out "no measurable difference": the calibration of the verdicts.
+
+    - Default: rounds are added until every speedup's 95 % interval is within ±5 % (``DEFAULT_RESOLVE``) or
+      60 s (``DEFAULT_BUDGET_S``) have passed, at most ``max_rounds``. ``resolve=0.03, budget_s=120`` asks for
+      another resolution or budget (``budget_s=None`` with a ``resolve``: no time limit); ``rounds`` is then the
+      first stage (default 4: ``PILOT_ROUNDS``). The interval stays valid under this stopping rule (Stein's two-stage
+      procedure: ``tcbench.measure.interval``). ``Comparison.stop_reason`` says why the rounds ended.
+    - ``rounds=3`` alone: exactly 3 rounds.
+
+    ``spec.backend`` inside ``backends`` runs the job against itself (A/A, labelled ``"eager (A/A)"``); its interval
+    excludes 1 in about 5 % of comparisons, as any 95 % interval does when nothing differs.
     """
-    cmp = _prepared(spec, backends, rounds, kind)
+    cmp = _prepared(spec, backends, rounds, kind, rounds_rule(rounds, resolve, budget_s, max_rounds))
     store = store or Store()
     with _session(cmp, store, stop) as session:
         _play(cmp, session, observer, store)
     return cmp
 
 
-def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int, kind: str) -> Comparison:
+def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int | None, kind: str,
+              rule: RoundsRule | None = None) -> Comparison:
     """The checked comparison, its spec preflighted (once, before the comparison is stored or any job starts)."""
     backends = list(backends)
+    rounds = rule.pilot if rule is not None else rounds
     _check(spec, backends, rounds)
     spec = preflight(spec)
     labels = [spec.backend, *[aa_label(b) if b == spec.backend else b for b in dict.fromkeys(backends)]]
-    return Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind)
+    return Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind, rule=rule)
 
 
 def _session(cmp: Comparison, store: Store,
              stop: threading.Event | None) -> AbstractContextManager[ComparisonSession]:
     """The comparison's row: any error leaves it ``interrupted`` with the summary measured until then."""
-    return comparison_session(store, cmp.kind, cmp.spec, cmp.backends, cmp.rounds, {}, stop,
+    info = {} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule)}
+    return comparison_session(store, cmp.kind, cmp.spec, cmp.backends, cmp.rounds, info, stop,
                               error_status="interrupted")
 
 
 def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None, store: Store) -> None:
-    """Every round of the comparison, alternating the order; the row's info is its summary."""
+    """Every round of the comparison, alternating the order, until its rule says stop; the row's info is its
+    summary (and, for adaptive rounds, the rule, the rounds that ran and why they stopped)."""
     cmp.comparison_id = session.comparison_id
-    session.info_at_finish = lambda: {"summary": json.loads(cmp.summary().to_json(orient="records"))}
-    labels = cmp.backends
-    for rnd in range(cmp.rounds):
+    session.info_at_finish = lambda: {"summary": json.loads(cmp.summary().to_json(orient="records")),
+                                      **({} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule),
+                                                                      "stop_reason": cmp.stop_reason})}
+    labels, started = cmp.backends, time.monotonic()
+    rnd = 0
+    while not session.stopped:
+        reason = _stop_reason(cmp, rnd, time.monotonic() - started)
+        if reason:
+            cmp.stop_reason = reason
+            break
         for label in (labels if rnd % 2 == 0 else labels[::-1]):
             if session.stopped:
                 break
             job_spec = dataclasses.replace(cmp.spec, backend=backend_of(label))
             cmp.results.append(run(job_spec, observer, session.stop, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
                                    label=label if label.endswith(AA) else ""))
+        rnd += 1
+        if cmp.rule is not None:
+            cmp.rounds = session.rounds = rnd
+    if session.stopped:
+        cmp.stop_reason = "stopped by the user"
+
+
+def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> str:
+    """Why no further round starts ("" to run one more): the fixed count, or the adaptive rule — the resolution
+    reached, the budget (a round is not started when the rounds so far say it would end past it), the maximum, or a
+    job that cannot run (failed, out of memory, unavailable: another round would end the same way)."""
+    rule = cmp.rule
+    if rule is None:
+        return "all rounds ran" if done >= cmp.rounds else ""
+    broken = [r for r in cmp.results if r.status in ("failed", "oom", "unavailable", "diverged")]
+    if broken:
+        return f"{broken[0].name} round {broken[0].round} ended {broken[0].status}"
+    if done and cmp.resolved():
+        return f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
+    if done >= rule.max_rounds:
+        return f"max_rounds={rule.max_rounds} reached"
+    if rule.budget_s is not None and done and elapsed_s + elapsed_s / done > rule.budget_s:
+        return (f"budget spent: {elapsed_s:.0f} s of budget_s={rule.budget_s:g} s ran {done} rounds, and another "
+                f"would end past it")
+    return ""
 
 
 def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str] = ("inductor",),
-                   rounds: int = DEFAULT_ROUNDS, observer: Observer | None = None,
-                   stop: threading.Event | None = None, store: Store | None = None, **spec_fields: Any) -> Comparison:
+                   rounds: int | None = DEFAULT_ROUNDS, observer: Observer | None = None,
+                   stop: threading.Event | None = None, store: Store | None = None, resolve: float | None = None,
+                   budget_s: float | None = None, **spec_fields: Any) -> Comparison:
     """Run ``python script *args`` natively (eager) and with each backend in ``backends``, ``rounds``
-    alternating rounds, each job in its own process; the same ``Comparison`` as ``compare``.
+    alternating rounds, each job in its own process; the same ``Comparison`` as ``compare``. A script's rounds are
+    fixed (3) unless ``resolve`` / ``budget_s`` ask for adaptive rounds as ``compare`` has them.
 
     ``spec_fields`` are JobSpec fields: ``steps`` (the cap the script is measured for), ``warmup_steps``,
     ``loss_every``, ``threads``, ``batch_size`` / ``seq_len`` (only used when the script does not report its
@@ -264,7 +363,10 @@ def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str
     ``SpecError`` naming ``script`` / ``script_args`` before any process starts.
     """
     spec = JobSpec(script=script, script_args=args, **spec_fields)
-    return compare(spec, backends=backends, rounds=rounds, observer=observer, stop=stop, store=store)
+    if resolve is not None or budget_s is not None:
+        rounds = None if rounds == DEFAULT_ROUNDS else rounds
+    return compare(spec, backends=backends, rounds=rounds, observer=observer, stop=stop, store=store, resolve=resolve,
+                   budget_s=budget_s)
 
 
 def load_comparison(comparison_id: int, store: Store | None = None) -> Comparison:
@@ -273,8 +375,11 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
 
     store = store or Store()
     row = store.comparison_row(comparison_id)
+    info = json.loads(row.get("info_json") or "{}")
+    rule = RoundsRule(**info["rule"]) if isinstance(info.get("rule"), dict) else None
     cmp = Comparison(spec=JobSpec.from_stored(row["spec_json"]), backends=row["backends"].split(","),
-                     rounds=int(row["rounds"]), comparison_id=int(comparison_id), kind=row["kind"] or "compare")
+                     rounds=int(row["rounds"]), comparison_id=int(comparison_id), kind=row["kind"] or "compare",
+                     rule=rule, stop_reason=str(info.get("stop_reason") or ""))
     for _, r in store.comparison_runs(comparison_id).iterrows():
         cmp.results.append(result_from_row(r.to_dict(), store))
     return cmp

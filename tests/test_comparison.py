@@ -45,6 +45,15 @@ def test_every_backend_trains(trio):
         assert last < first, (r.spec.backend, ls)
 
 
+def test_an_xla_job_counts_only_its_main_threads_wait_for_a_cpu(trio):
+    """XLA's CPU runtime keeps threads of its own beside threads=1: their wait is the job's own doing, so the job's
+    wait for a CPU is its main thread's (as for a data-parallel rank). Measured alone and beside a busy loop in
+    benchmarks/trust.py (the README's figures); asserted here: which wait the job sends."""
+    xla = next(r for r in trio.results if r.spec.backend == "xla")
+    assert xla.extra["sched"]["wait_main_only"] is True
+    assert all(r.extra["sched"]["wait_main_only"] is False for r in trio.results if r.spec.backend != "xla")
+
+
 def test_loss_parity_within_tolerance(trio):
     """Dropout off: the first losses agree within the fp32 tolerance and every job learns alike."""
     s = trio.summary().set_index("backend")
@@ -236,19 +245,23 @@ def test_backend_contract_bf16_and_available(backend):
     assert (r.cache_state in ("cold", "warm")) == (backend != "eager")
 
 
-def test_aa_comes_out_no_measurable_difference():
-    """A/A: the job against itself, 3 alternating rounds. The interval contains 1; the verdict is "no
-    measurable difference" unless the machine interfered, and then "inconclusive" says why — never faster/slower."""
+def test_aa_is_judged_like_any_pair():
+    """A/A: the job against itself, 3 alternating rounds, judged by the same rule as any pair (no A/A special case:
+    how often its interval excludes 1 is measured in benchmarks/trust.py). The verdict follows from the interval and
+    the noise flags: noisy -> inconclusive; excludes 1 -> faster/slower on its side; inside 0.8-1.25 -> no
+    measurable difference; wider -> inconclusive."""
     cmp = tc.compare(TINY, backends=["eager"], rounds=3)
     assert cmp.backends == ["eager", "eager (A/A)"]
     assert [r.name for r in cmp.results] == ["eager", "eager (A/A)", "eager (A/A)", "eager", "eager", "eager (A/A)"]
     row = cmp.summary().set_index("backend").loc["eager (A/A)"]
-    if any(r.noisy for r in cmp.results) or not row.speedup_ci_low <= 1 <= row.speedup_ci_high \
-            or row.speedup_ci_high > 1.25 or row.speedup_ci_low < 0.8:
-        # a disturbed machine may even push the interval off 1: the verdict must then say it cannot decide
-        assert row.verdict_kind == "inconclusive" and row.verdict.startswith("inconclusive: "), row.verdict
+    lo, hi = row.speedup_ci_low, row.speedup_ci_high
+    if any(r.noisy for r in cmp.results):
+        expected = "inconclusive"
+    elif lo > 1 or hi < 1:
+        expected = "faster" if lo > 1 else "slower"
     else:
-        assert row.verdict_kind == "no measurable difference", row.verdict
+        expected = "no measurable difference" if hi <= 1.25 and lo >= 0.8 else "inconclusive"
+    assert row.verdict_kind == expected, row.verdict
     assert row.loss_parity is True and row.loss_diff == 0   # same seed, same data, same kernels
 
 

@@ -27,11 +27,11 @@ _LABEL = w.Layout(width="150px")
 _ERROR_STYLE = "color:#b00020;font-size:12px"
 _HINT_STYLE = "color:#555;font-size:12px"
 # under "More settings"; model, profile, batch size and the backends are always shown
-MORE = ("size", "seq_len", "steps", "warmup_steps", "lr", "rounds", "threads", "nproc", "precision", "padding",
-        "debug", "stall_s", "timeout_s", "script", "script_args")
+MORE = ("size", "seq_len", "steps", "warmup_steps", "lr", "resolve_pct", "budget_s", "rounds", "threads", "nproc",
+        "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args")
 EAGER_TEXT = "eager (native PyTorch) — the baseline, always runs"
 DEFAULT_SPEC = dict(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=40, warmup_steps=5, lr=2e-3, threads=1)
-DEFAULT_ROUNDS = 3
+DEFAULT_ROUNDS, DEFAULT_RESOLVE, DEFAULT_BUDGET_S = tc.DEFAULT_ROUNDS, tc.DEFAULT_RESOLVE, tc.DEFAULT_BUDGET_S
 THREADS_HELP = "1 thread per job keeps the measurement honest on a shared machine"
 SCRIPT_HELP = ("your own training script (tcbench.track() or tcbench.hf.TcbenchCallback() inside, see examples/): "
                "when set, Run compares it instead of the model above, each run stopped at Steps")
@@ -98,6 +98,7 @@ def backend_label(name: str, available: bool, reason: str) -> str:
 class Controls:
     """Input widgets, their error labels, and the JobSpec they describe."""
 
+    ROUND_FIELDS = ("resolve_pct", "budget_s", "rounds")
     FIELDS = ("model", "size", "profile", "batch_size", "seq_len", "steps", "warmup_steps", "lr", "threads", "nproc",
               "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args")
 
@@ -133,8 +134,13 @@ class Controls:
         self.script_args = w.Text(value=shlex.join(d.script_args), placeholder="its own arguments, e.g. --batch-size 8",
                                   continuous_update=False, layout=w.Layout(width="320px"))
         self.script_help = w.HTML(f"<span style='{_HINT_STYLE}'>when set, Run compares your script</span>")
-        self.rounds = w.IntText(value=DEFAULT_ROUNDS, continuous_update=False, tooltip="rounds alternate the order "
-                                "(A B, then B A, ...); 1 is allowed but gives no run-to-run spread")
+        self.resolve_pct = w.FloatText(value=DEFAULT_RESOLVE * 100, continuous_update=False,
+                                       tooltip="rounds are added until every speedup's 95 % interval is within ± this "
+                                               "many per cent, or the time budget is spent; 0: a fixed number of rounds")
+        self.budget_s = w.FloatText(value=DEFAULT_BUDGET_S, continuous_update=False,
+                                    tooltip="the adaptive rounds' time budget: no round starts that would end past it")
+        self.rounds = w.IntText(value=DEFAULT_ROUNDS, continuous_update=False, tooltip="with ± 0: rounds alternate the "
+                                "order (A B, then B A, ...); 1 is allowed but gives no run-to-run spread")
         avail = self._avail = backend_availability()
         self.backends: dict[str, w.Checkbox] = {}
         for name in COMPILED_BACKENDS:   # one per line, its name right of its box: no box sits between two names
@@ -154,10 +160,10 @@ class Controls:
         self.more_summary = w.HTML("")
         self.more_summary.add_class("tcb-more-summary")
         self.more.observe(lambda _ch: self._sync_more(), names="value")
-        self.errors = {name: w.HTML("") for name in self.FIELDS + ("rounds", "backends")}
+        self.errors = {name: w.HTML("") for name in self.FIELDS + self.ROUND_FIELDS + ("backends",)}
         for name, err in self.errors.items():
             err.add_class(f"tcb-error-{name.replace('_', '-')}")
-        for name in self.FIELDS + ("rounds",):
+        for name in self.FIELDS + self.ROUND_FIELDS:
             widget = getattr(self, name)
             widget.add_class(f"tcb-{name.replace('_', '-')}")
             widget.observe(self._changed, names="value")
@@ -169,7 +175,8 @@ class Controls:
         self.more_box = w.VBox([
             self._row("Size preset", "size"), self._row("Sequence length", "seq_len"), self._row("Steps", "steps"),
             self._row("Warmup steps", "warmup_steps"), self._row("Learning rate", "lr"),
-            self._row("Rounds (A B, B A …)", "rounds"),
+            self._row("Resolve to ± % (0: fixed rounds)", "resolve_pct"), self._row("Time budget (s)", "budget_s"),
+            self._row("Rounds (A B, B A …) when ± is 0", "rounds"),
             self._row("Threads per job", "threads", None, self.threads_help),
             self._row("Processes (data parallel)", "nproc", None, self.nproc_help),
             self._row("Precision", "precision"), self._row("Padding", "padding"), self._row("Debug log", "debug"),
@@ -222,7 +229,7 @@ class Controls:
         self.more_summary.value = (
             f"<span style='{_HINT_STYLE}'>{html.escape(str(self.size.value))} size · seq {self.seq_len.value} · "
             f"{self.steps.value} steps ({self.warmup_steps.value} warmup) · lr {self.lr.value:g} · "
-            f"{self.rounds.value} round{'s' if self.rounds.value != 1 else ''} · {threads} "
+            f"{self.rounds_text()} · {threads} "
             f"thread{'s' if threads != 1 else ''} per job"
             + (f" · {nproc} processes (global batch {batch * nproc})" if many else "")
             + f" · {html.escape(str(self.precision.value))}"
@@ -248,6 +255,8 @@ class Controls:
         """Set several controls at once (``backends=("inductor",)`` ticks those boxes)."""
         if "size" in values:
             self.size.value = values.pop("size")
+        if "rounds" in values and "resolve_pct" not in values:   # a number of rounds asked for: fixed, as in the API
+            values["resolve_pct"] = 0.0
         backends = values.pop("backends", None)
         if backends is not None:
             for name, cb in self.backends.items():
@@ -255,6 +264,18 @@ class Controls:
         for name, value in values.items():
             getattr(self, name).value = value
         self.validate()
+
+    def round_args(self) -> dict[str, Any]:
+        """``tc.compare``'s rounds arguments: adaptive (``resolve``, ``budget_s``) unless ± is 0, then ``rounds``."""
+        if self.resolve_pct.value:
+            return dict(resolve=self.resolve_pct.value / 100, budget_s=self.budget_s.value)
+        return dict(rounds=self.rounds.value)
+
+    def rounds_text(self) -> str:
+        """``"until ±5 % or 60 s"`` or ``"3 rounds"``."""
+        if self.resolve_pct.value:
+            return f"until ±{self.resolve_pct.value:g} % or {self.budget_s.value:g} s"
+        return f"{self.rounds.value} round{'s' if self.rounds.value != 1 else ''}"
 
     def validate(self) -> bool:
         """Build the JobSpec; on error show the message next to the control it names."""
@@ -279,6 +300,13 @@ class Controls:
             return False
         if not isinstance(self.rounds.value, int) or self.rounds.value < 1:
             self._show_error(f"rounds={self.rounds.value!r} is not allowed; it must be a whole number >= 1", "rounds")
+            return False
+        if not 0 <= self.resolve_pct.value < 100:
+            self._show_error(f"resolve_pct={self.resolve_pct.value!r} is not allowed; it must be from 0 (a fixed number "
+                             "of rounds) to below 100 per cent", "resolve_pct")
+            return False
+        if self.resolve_pct.value and not self.budget_s.value > 0:
+            self._show_error(f"budget_s={self.budget_s.value!r} is not allowed; it must be above 0 seconds", "budget_s")
             return False
         self.spec = spec
         return True
@@ -334,7 +362,7 @@ class Controls:
         return f"The {self.owner} is running: wait for it or press its Stop." if self.owner else ""
 
     def set_disabled(self, disabled: bool) -> None:
-        for name in self.FIELDS + ("rounds",):
+        for name in self.FIELDS + self.ROUND_FIELDS:
             getattr(self, name).disabled = disabled
         for name, cb in self.backends.items():
             cb.disabled = disabled or not self._avail.get(name, (True, ""))[0]

@@ -57,7 +57,7 @@ def live_speedup_label(backend: str, value: float | None, rnd: int, rounds: int)
         return "baseline"
     if value is None or not math.isfinite(value):
         return "—"
-    return f"{value:.2f}× (round {rnd + 1} of {rounds})"
+    return f"{value:.2f}× (round {rnd + 1}{f' of {rounds}' if rounds else ''})"   # rounds 0: adaptive
 
 
 def _num(value: Any) -> bool:

@@ -170,7 +170,8 @@ class Workbench:
         if self.running or self._elsewhere() or not self.controls.validate():
             self._sync_buttons()
             return None
-        spec, backends, rounds = self.controls.spec, self.controls.selected_backends(), self.controls.rounds.value
+        spec, backends, how = self.controls.spec, self.controls.selected_backends(), self.controls.round_args()
+        rounds = how.get("rounds", 0)    # 0: adaptive, the number is known at the end
         # the budget line comes from the engine's checked spec (its "start" event): one rule for API, CLI and panel
         self.figures.reset(["eager", *backends], budget_mb=None, rounds=rounds)
         self.summary.value = self.words.value = self.failures.value = ""
@@ -178,8 +179,8 @@ class Workbench:
         job = (f"{spec.model} ({spec.size}) · {batch_text(spec)} × seq {spec.seq_len}" if spec.script is None
                else f"your script {' '.join([spec.model, *spec.script_args])}")
         text = (f"Running eager vs {', '.join(backends)} · {job} · {spec.steps} steps ({spec.warmup_steps} warmup) · "
-                f"{rounds} round(s) · {spec.threads} thread(s) per job …")
-        return self._start(text, rounds, True, lambda stop: tc.compare(spec, backends=backends, rounds=rounds,
+                f"{self.controls.rounds_text()} · {spec.threads} thread(s) per job …")
+        return self._start(text, rounds, True, lambda stop: tc.compare(spec, backends=backends, **how,
                                                                        observer=self._observe, stop=stop),
                            self.show, "comparison")
 
@@ -280,7 +281,8 @@ class Workbench:
             return
         rnd = self._jobs.get(job, (0, None))[0]
         compiler = self._compiler.get(job)
-        self.status.value = (f"<b>{html.escape(label)}</b> · round {rnd + 1} of {self._rounds} · "
+        of = f" of {self._rounds}" if self._rounds else ""     # 0: adaptive rounds, their number is known at the end
+        self.status.value = (f"<b>{html.escape(label)}</b> · round {rnd + 1}{of} · "
                              f"<span class='tcb-phase'>{html.escape(words)}</span>"
                              + (f" · {html.escape(compiler)}" if compiler else ""))
 
@@ -329,7 +331,8 @@ class Workbench:
         summary = cmp.summary()
         self.figures.load(cmp, budget_gb=cmp.spec.memory_budget_gb)   # the checked spec carries the profile's budget
         self.summary.value = tc.report.summary_table_html(summary) + diagnostics_html(cmp)
-        self.words.value = words_html(summary)
+        self.words.value = words_html(summary) + (f"<div class='tcb-rounds-note'>{html.escape(cmp.rounds_note)}</div>"
+                                                  if len(summary) > 1 else "")
         self.failures.value = failures_html(cmp.results)
         self._refresh_noise_floor()
         self._sync_buttons()

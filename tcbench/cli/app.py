@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from tcbench.comparison import DEFAULT_ROUNDS
+from tcbench.comparison import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, MAX_ROUNDS
 from tcbench.job.diagnostics import lines as diagnose_lines
 from tcbench.view.format import CLI_COLUMNS, fmt_ratio, fmt_ratio_range, is_missing
 from tcbench.cli import parallel, tuning
@@ -88,7 +88,7 @@ def print_comparison(cmp: Any) -> None:
     summary, spec = cmp.summary(), cmp.spec
     job = (f"{spec.model} {spec.size}, batch {spec.batch_size}, seq {spec.seq_len}, {spec.precision}" if spec.script is None
            else f"your script {' '.join([spec.script, *spec.script_args])}, {spec.steps} steps ({spec.warmup_steps} warmup)")
-    print(f"{job}, {cmp.rounds} round{'' if cmp.rounds == 1 else 's'}; comparison {cmp.comparison_id}")
+    print(f"{job}, {cmp.rounds_note}; comparison {cmp.comparison_id}")
     print_table(people(summary, COMPARE_COLUMNS))
     if cmp.rounds == 1:
         print(f"note: {SINGLE_ROUND} (use --rounds 3 or more for an interval across runs)")
@@ -116,8 +116,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
     others = _compared(backend_list(a.backends))
     _check_writable(a.report, "--report")
     _check_writable(a.json, "--json")
-    with Progress(rounds=a.rounds) as progress:
-        cmp = tc.compare(job_spec(a, "eager"), backends=others, rounds=a.rounds, observer=progress)
+    with Progress(rounds=0 if a.rounds is None or a.resolve or a.budget_s else a.rounds) as progress:
+        cmp = tc.compare(job_spec(a, "eager"), backends=others, rounds=a.rounds, resolve=a.resolve,
+                         budget_s=a.budget_s, max_rounds=a.max_rounds, observer=progress)
     return _show_comparison(a, cmp)
 
 
@@ -128,9 +129,9 @@ def cmd_compare_script(a: argparse.Namespace) -> int:
     _check_writable(a.report, "--report")
     _check_writable(a.json, "--json")
     fields = {**job_fields_of(a), **({"model": a.name} if a.name else {})}
-    with Progress(rounds=a.rounds) as progress:
+    with Progress(rounds=0 if a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare_script(a.script, a.script_args, backends=others, rounds=a.rounds, observer=progress,
-                                **fields)
+                                resolve=a.resolve, budget_s=a.budget_s, **fields)
     return _show_comparison(a, cmp)
 
 
@@ -218,12 +219,26 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def _add_round_options(p: argparse.ArgumentParser, adaptive: bool) -> None:
+    """--rounds, --resolve and --budget-s, as compare()'s arguments (``adaptive``: the default is adaptive rounds)."""
+    default = (f"default: until ±{DEFAULT_RESOLVE * 100:g} %% or {DEFAULT_BUDGET_S:g} s" if adaptive
+               else f"default: {DEFAULT_ROUNDS} fixed rounds")
+    p.add_argument("--rounds", type=int, default=None if adaptive else DEFAULT_ROUNDS,
+                   help=f"alone: exactly this many alternating rounds (1: no run-to-run spread); with --resolve: the "
+                        f"first stage ({default})")
+    p.add_argument("--resolve", type=float, default=None,
+                   help="add rounds until every speedup's 95 %% interval is within ± this share (0.05: ±5 %%)")
+    p.add_argument("--budget-s", type=float, default=None,
+                   help="with adaptive rounds: start no round that would end past this many seconds")
+
+
 def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("compare", help="run the eager baseline and compiled jobs, print the summary and verdicts")
     add_job_options(p)
     p.add_argument("--backends", default="eager,inductor",
                    help="comma-separated, e.g. eager,inductor,xla; eager is the baseline, eager,eager runs A/A")
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="alternating rounds (1: no run-to-run spread)")
+    _add_round_options(p, adaptive=True)
+    p.add_argument("--max-rounds", type=int, default=MAX_ROUNDS, help="adaptive rounds stop here at the latest")
     p.add_argument("--report", help="write a self-contained HTML report here")
     p.add_argument("--json", help="write the full summary and every step as JSON here")
     p.set_defaults(func=cmd_compare)
@@ -232,7 +247,7 @@ def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
                        usage="tcbench compare-script SCRIPT [options] [-- SCRIPT_ARGS ...]")
     p.add_argument("script", help="your training script (.py); its own arguments go after --")
     p.add_argument("--backends", default="eager,inductor", help="comma-separated; eager is the baseline")
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="alternating rounds (1: no run-to-run spread)")
+    _add_round_options(p, adaptive=False)
     add_job_options(p, only=SCRIPT_FIELDS, help={
         "steps": "the steps each run is measured for (the script stops there)",
         "batch_size": "samples per step when the script does not report it",

@@ -88,6 +88,8 @@ class Progress:
         name = event.get("label") or event["backend"]
         if self.rounds > 1:
             name += f" round {event.get('round', 0) + 1}/{self.rounds}"
+        elif self.rounds == 0:   # adaptive rounds: their number is known at the end
+            name += f" round {event.get('round', 0) + 1}"
         total = event["spec"].steps if event.get("spec") is not None else None
         now = time.monotonic()
         job = dict(name=name, total=total, done=0, phase="starting", phase_t=now, phase_done=0, said_t=now, bar=None)

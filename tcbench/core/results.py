@@ -199,6 +199,7 @@ class SummaryRow:
     speedup: float | None = None
     speedup_ci_low: float | None = None
     speedup_ci_high: float | None = None
+    resolution: float | None = None        # the interval's half-width as a share: max(high/speedup, speedup/low) - 1
     memory_ratio: float | None = None
     memory_ci_low: float | None = None
     memory_ci_high: float | None = None

@@ -154,10 +154,12 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
         chan.send(Eval(eval_loss=sum(losses) / len(losses), losses=losses, when="initial"))
     chan.send(Phase("compiling" if spec.compiled else "warmup"))
     steady_from: tuple | None = None    # (wall, cpu, schedstat wait) when the steady steps began
+    # a rank's communication threads or a runtime's own (XLA) wait for a CPU by themselves: the main thread's wait
+    main_only = world > 1 or backend.runtime_threads
     for step in range(spec.steps):
         if step == spec.warmup_steps:
             chan.send(Phase("measuring"))
-            steady_from = steady_start(main_only=world > 1)
+            steady_from = steady_start(main_only=main_only)
         batch = next(it)
         seq, samples = seq_len_of(batch), batch_size_of(batch)
         c0 = time.process_time()   # CPU time of all this process's threads: how much of the step it had the CPU
@@ -185,7 +187,7 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
                     f"peak memory {mem / 2**30:.2f} GiB at step {step} exceeds the profile's budget of "
                     f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
             return
-    send_sched(chan, steady_from, main_only=world > 1)
+    send_sched(chan, steady_from, main_only=main_only)
     if spec.eval_batches and chan.reports:
         chan.send(Phase("eval"))
         losses = evaluate(spec, backend, work, device)

@@ -2,8 +2,8 @@
 
 Per job: median steady step, its spread (IQR, CV), the share of wall time the job had the CPU, a
 ``noisy`` flag with its reason, compile latency, peak memory, MFU (never above 1). Per pair of
-jobs: the speedup with a 95 % interval (a two-level bootstrap over rounds and steady steps), the
-verdict, break-even steps as a range, loss parity judged only when the native job learned.
+jobs: the verdict from the speedup's 95 % interval (``tcbench.measure.interval``: a t-interval over rounds),
+break-even steps as a range, loss parity judged only when the native job learned, the drift between rounds.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 import statistics
 from typing import Any, Sequence
-
-import numpy as np
 
 from tcbench.core.results import JobFigures, StepRecord
 from tcbench.view.format import fmt_ratio   # the verdict sentences' ratios
@@ -25,12 +23,10 @@ NOISY_STEAL = 0.10          # the hypervisor took more than 10 % of the machine'
 MIN_STEADY = 3              # fewer steady steps than this: no spread, so no verdict
 
 # -- verdicts ------------------------------------------------------------------------------------------
-CONFIDENCE = 0.95
-N_BOOT = 2000
 RESOLVE = 1.25              # an interval containing 1 and inside [1/1.25, 1.25] is "no measurable difference";
                             # wider, it is "inconclusive" (it cannot tell a 25 % difference)
 VERDICT_KINDS = ("baseline", "faster", "slower", "no measurable difference", "inconclusive")
-WHAT_TO_DO = "run with threads=1, more rounds (e.g. rounds=5) or on a quiet machine"
+DRIFT = 0.10               # a job's median step moved more than 10 % between rounds: the machine's speed drifted
 
 # -- loss parity -----------------------------------------------------------------------------------------
 LEARN_MIN_DROP = 0.02       # the native loss must fall by > 2 % of its start and > 3 noise units of its windows
@@ -129,50 +125,22 @@ def mfu(flops_per_step: float | None, step_s: float, probe: dict | None) -> tupl
     return value, ""
 
 
-# -- pairs: speedup interval, verdict, break-even, warnings ---------------------------------------------
-def ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], n_boot: int = N_BOOT,
-                   seed: int = 0) -> tuple[float | None, float | None, float | None]:
-    """(point, low, high) of a ratio native ÷ compiled from per-round steady step times.
-
-    Point: the geometric mean over rounds of median(native) ÷ median(compiled) within each round (jobs
-    are paired by round). Interval: a two-level percentile bootstrap — rounds resampled with
-    replacement, then each chosen round's steady steps — so both run-to-run and step-to-step spread
-    count. With one round only the step-to-step spread is known.
-    """
-    pairs = [(np.asarray(a, float), np.asarray(b, float)) for a, b in pairs if len(a) and len(b)]
-    if not pairs:
-        return None, None, None
-    point = math.exp(statistics.fmean(math.log(np.median(a) / np.median(b)) for a, b in pairs))
-    rng = np.random.default_rng(seed)
-    logs = np.empty((len(pairs), n_boot))
-    for i, (a, b) in enumerate(pairs):
-        ma = np.median(rng.choice(a, size=(n_boot, len(a))), axis=1)
-        mb = np.median(rng.choice(b, size=(n_boot, len(b))), axis=1)
-        logs[i] = np.log(ma / mb)
-    pick = rng.integers(0, len(pairs), size=(n_boot, len(pairs)))
-    stat = np.exp(logs[pick, np.arange(n_boot)[:, None]].mean(axis=1))
-    alpha = (1 - CONFIDENCE) / 2
-    return point, float(np.quantile(stat, alpha)), float(np.quantile(stat, 1 - alpha))
-
-
-def value_interval(values: Sequence[float], n_boot: int = N_BOOT,
-                   seed: int = 0) -> tuple[float | None, float | None, float | None]:
-    """(geometric mean, low, high) of per-round ratios (e.g. memory); no interval from a single round."""
-    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    if not vals:
-        return None, None, None
-    point = math.exp(statistics.fmean(math.log(v) for v in vals))
-    if len(vals) < 2:
-        return point, None, None
-    rng = np.random.default_rng(seed)
-    logs = np.log(np.asarray(vals))[rng.integers(0, len(vals), size=(n_boot, len(vals)))].mean(axis=1)
-    alpha = (1 - CONFIDENCE) / 2
-    return point, float(np.exp(np.quantile(logs, alpha))), float(np.exp(np.quantile(logs, 1 - alpha)))
+# -- pairs: verdict, break-even, warnings (the interval: tcbench.measure.interval) ---------------------------
+def advice(threads: int | None, rounds: int, resolve: float | None, budget_s: float | None) -> str:
+    """What would make the next measurement decisive, naming only settings the job did not already use."""
+    out = [] if threads == 1 else ["run with threads=1 (spinning OpenMP threads of 2+ per job make steps scatter)"]
+    if resolve is None:
+        out.append(f"let the rounds adapt: resolve=0.05, budget_s=120 (this comparison ran a fixed {rounds})")
+    elif budget_s is not None:
+        out.append(f"give the rounds more time than budget_s={budget_s:g}")
+    out.append("stop other work on this machine")
+    return "; ".join(out)
 
 
 def verdict(speedup: float | None, low: float | None, high: float | None, noisy: Sequence[str],
-            problems: Sequence[str], rounds: int) -> tuple[str, str]:
-    """(kind, sentence). ``faster``/``slower`` only when the 95 % interval excludes 1 and no job was noisy."""
+            problems: Sequence[str], rounds: int, what_to_do: str) -> tuple[str, str]:
+    """(kind, sentence). ``faster``/``slower`` only when the 95 % interval excludes 1 and no job was noisy;
+    ``what_to_do``: the advice when it cannot decide (``advice``)."""
     single = " (single round: no run-to-run spread)" if rounds == 1 else ""
     if problems:
         return "inconclusive", "inconclusive: " + "; ".join(problems)
@@ -181,7 +149,7 @@ def verdict(speedup: float | None, low: float | None, high: float | None, noisy:
     ci = f"{fmt_ratio(speedup)} (95 % interval {fmt_ratio(low)}–{fmt_ratio(high)}){single}"
     if noisy:
         which = noisy[0] if len(noisy) == 1 else f"{len(noisy)} jobs were disturbed, e.g. {noisy[0]}"
-        return "inconclusive", f"inconclusive: {which} — {WHAT_TO_DO}. Measured {ci}"
+        return "inconclusive", f"inconclusive: {which} — {what_to_do}. Measured {ci}"
     if low > 1:
         return "faster", f"faster: {ci}"
     if high < 1:
@@ -190,7 +158,19 @@ def verdict(speedup: float | None, low: float | None, high: float | None, noisy:
         return "no measurable difference", (f"no measurable difference: {ci} contains 1; a difference smaller "
                                             f"than {max(high, 1 / low) - 1:.0%} cannot be resolved here now")
     return "inconclusive", (f"inconclusive: {ci} contains 1 but is too wide to tell a "
-                            f"{RESOLVE - 1:.0%} difference — {WHAT_TO_DO}")
+                            f"{RESOLVE - 1:.0%} difference — {what_to_do}")
+
+
+def drift(label: str, medians_s: Sequence[float]) -> str:
+    """A warning when one job's median step moved more than DRIFT between its rounds ("" when it did not): the
+    machine's speed changed during the comparison. The interval already counts the spread; this says why it is wide."""
+    if len(medians_s) < 2 or min(medians_s) <= 0:
+        return ""
+    lo, hi = min(medians_s), max(medians_s)
+    if hi / lo - 1 <= DRIFT:
+        return ""
+    return (f"drift: the {label} job's median step moved {hi / lo - 1:.0%} between rounds ({lo * 1e3:.1f}–"
+            f"{hi * 1e3:.1f} ms): this machine's speed changed during the comparison")
 
 
 def break_even_range(compile_latency_s: float | None, native_step_s: float | None,

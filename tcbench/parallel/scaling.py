@@ -2,8 +2,8 @@
 
 Scaling factor (the reference chapter's definition) = throughput of n processes ÷ (n × throughput of one). With the
 same batch per process, n processes take n× the samples per step, so the factor is the step-time ratio
-t(1) ÷ t(n): its 95 % interval comes from the same two-level bootstrap as every speedup (``_metrics.ratio_interval``:
-rounds, then steady steps), and a disturbed job makes the answer "inconclusive". Beside it: the all-reduce bytes
+t(1) ÷ t(n): its 95 % interval is computed as every speedup's (``tcbench.measure.interval.ratio_interval``: a
+t-interval over rounds), and a disturbed job makes the answer "inconclusive". Beside it: the all-reduce bytes
 and milliseconds per step, its share of the step (compute / communication split), and — with ``parity=True`` —
 loss parity against one process at the same global batch (batch_size × n in one process).
 """
@@ -18,7 +18,8 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from tcbench.comparison import median_of as med
-from tcbench.measure.metrics import fmt_ratio, loss_parity, ratio_interval, steady
+from tcbench.measure.interval import ratio_interval
+from tcbench.measure.metrics import fmt_ratio, loss_parity, steady
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.core.results import JobResult

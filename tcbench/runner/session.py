@@ -32,6 +32,7 @@ class ComparisonSession:
     status: str | None = None                           # None: "interrupted" when stop is set, else "done"
     finish_info: dict = field(default_factory=dict)     # written as the row's info (over info_at_finish's)
     info_at_finish: Callable[[], dict] | None = None    # called at the finish, whatever ended the block
+    rounds: int | None = None                           # the rounds that ran, when not the number inserted
 
     @property
     def stopped(self) -> bool:
@@ -63,6 +64,7 @@ def _finish(store: "Store", session: ComparisonSession, status: str) -> None:
         info = session.info()
     except Exception as exc:   # the row is finished all the same, then the error is raised
         store.finish_comparison(session.comparison_id, status,
-                                {**session.finish_info, "info_error": f"{type(exc).__name__}: {exc}"[:300]})
+                                {**session.finish_info, "info_error": f"{type(exc).__name__}: {exc}"[:300]},
+                                session.rounds)
         raise
-    store.finish_comparison(session.comparison_id, status, info)
+    store.finish_comparison(session.comparison_id, status, info, session.rounds)

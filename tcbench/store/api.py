@@ -216,9 +216,10 @@ class Store:
             rounds=rounds, status="running", spec_json=spec.to_json(), info_json=json.dumps(info, default=str),
             pid=os.getpid(), host=socket.gethostname()), "comparison_id")
 
-    def finish_comparison(self, comparison_id: int, status: str, info: dict) -> None:
-        self._write("UPDATE comparisons SET status=?, info_json=?, heartbeat=? WHERE comparison_id=?",
-                    (status, json.dumps(info, default=str), time.time(), comparison_id))
+    def finish_comparison(self, comparison_id: int, status: str, info: dict, rounds: int | None = None) -> None:
+        """The comparison's final status and info (and, for adaptive rounds, how many rounds ran)."""
+        self._write("UPDATE comparisons SET status=?, info_json=?, heartbeat=?, rounds=COALESCE(?, rounds) "
+                    "WHERE comparison_id=?", (status, json.dumps(info, default=str), time.time(), rounds, comparison_id))
 
     # -- what could not be written now: spooled beside the store, merged on the next open ----------
     def spool_dirs(self) -> list[Path]:

@@ -265,6 +265,7 @@ _SUMMARY = (
            cli=interval("speedup_ci_low", "speedup_ci_high", False),
            report=_unless_baseline(interval("speedup_ci_low", "speedup_ci_high")),
            shows=("speedup_ci_low", "speedup_ci_high")),
+    Column("resolution", "resolved to ±", short="±", cli=fixed(".1%"), report=value(fmt_percent)),
     Column("median_step_ms", "median step", "ms", cli=fixed(",.1f"), report=value(fmt_number), figure="median_step_s"),
     Column("step_cv", "step CV", short="CV", cli=fixed(".1%"), report=value(fmt_percent), figure="step_cv"),
     Column("samples_s", "samples/s", cli=fixed(",.1f"), report=value(fmt_number), figure="samples_s"),

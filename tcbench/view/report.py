@@ -163,14 +163,15 @@ def comparison_html(cmp: Any, profile: str | None = None) -> str:
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>tcbench comparison {cmp.comparison_id}</title>
 <style>{_PAGE_CSS}</style></head><body>
 <h1>tcbench: {html.escape(s.model)} ({html.escape(s.size)}) — native vs compiled</h1>
-<p>Comparison {cmp.comparison_id}; jobs {html.escape(", ".join(cmp.backends))}; rounds {cmp.rounds}.</p>
+<p>Comparison {cmp.comparison_id}; jobs {html.escape(", ".join(cmp.backends))}; {html.escape(cmp.rounds_note)}.</p>
 <p class="env">Measured on: {html.escape(describe(cmp.environment()))}</p>
 <h2>Findings</h2>{findings_html(summary)}{_errors_html(cmp)}
 <h2>Summary</h2>{summary_table_html(summary)}
 {_diagnosis_section(cmp)}
 {costs_html(cmp, profile)}
 <p>Step time: median of the steady-state steps (the first {s.warmup_steps} warmup steps are reported apart).
-Speedup: native median step ÷ compiled median step, with a 95 % interval (bootstrap over rounds and steady steps);
+Speedup: native median step ÷ compiled median step, with a 95 % interval (a t-interval over the rounds' log ratios;
+Stein's two-stage interval when rounds were added until a resolution);
 "faster" or "slower" only when the interval excludes 1. Compile latency: warmup time − warmup steps × steady
 median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: the warmup compiling adds
 (the compiled job's compile latency minus the native job's own warmup overhead) ÷ per-step gain, as a range from

@@ -60,9 +60,11 @@ def _scripted(step_s: dict, status: dict | None = None, calls: list | None = Non
     """A stand-in for tc.compare: the engine's events and return type, no processes.
 
     ``step_s[label]``: the job's step time, or a list of one per round."""
-    def compare(spec, backends=("inductor",), rounds=3, observer=None, stop=None, store=None, kind="compare"):
+    def compare(spec, backends=("inductor",), rounds=None, observer=None, stop=None, store=None, kind="compare",
+                resolve=None, budget_s=None, max_rounds=30):
         if calls is not None:
-            calls.append(dict(backends=list(backends), rounds=rounds))
+            calls.append(dict(backends=list(backends), rounds=rounds, resolve=resolve, budget_s=budget_s))
+        rounds = rounds or 3
         labels = [spec.backend, *[b + AA if b == spec.backend else b for b in dict.fromkeys(backends)]]
         cmp = Comparison(spec=spec, backends=labels, rounds=rounds, comparison_id=7, kind=kind)
         for rnd in range(rounds):
@@ -89,7 +91,7 @@ def test_compare_prints_table_interval_and_one_verdict_per_backend(monkeypatch, 
     code = main(["compare", *ARGS, "--backends", "eager,inductor,xla"])
     cap = capsys.readouterr()
     assert code == 0, cap
-    assert calls == [dict(backends=["inductor", "xla"], rounds=3)]
+    assert calls == [dict(backends=["inductor", "xla"], rounds=None, resolve=None, budget_s=None)]   # the default
     assert re.search(r"^- eager: baseline", cap.out, re.M)
     assert re.search(r"^- inductor: faster: 2\.00× \(95 % interval", cap.out, re.M)
     assert re.search(r"^- xla: slower: 0\.50×.*never pays off", cap.out, re.M)
@@ -98,6 +100,9 @@ def test_compare_prints_table_interval_and_one_verdict_per_backend(monkeypatch, 
         assert name in cap.out
     assert "eager, inductor, xla: MFU unknown" in cap.out and "loss parity ok" in cap.out
     assert not re.search(r"\d\.\d{5,}", cap.out), "no 9-digit floats"
+    assert main(["compare", *ARGS, "--resolve", "0.03", "--budget-s", "90"]) == 0
+    assert calls[-1] == dict(backends=["inductor"], rounds=None, resolve=0.03, budget_s=90.0)
+    assert main(["compare", *ARGS, "--rounds", "5"]) == 0 and calls[-1]["rounds"] == 5
     table = cap.out.split("\n- ")[0].splitlines()
     assert max(len(line) for line in table) <= 120, table
     assert "single round" not in cap.out
@@ -109,9 +114,11 @@ def test_compare_progress_shows_phases_and_a_summary_line_per_job(monkeypatch, c
     cap = capsys.readouterr()
     for phase in ("starting", "loading", "compiling", "warmup", "measuring", "eval"):
         assert f": {phase}" in cap.err, phase
-    assert "[tcbench] inductor round 2/3: ok — median step 50.0 ms ± " in cap.err
+    assert "[tcbench] inductor round 2: ok — median step 50.0 ms ± " in cap.err   # adaptive: no "of N"
     assert cap.err.count(" ms IQR") == 6 and "Traceback" not in cap.err
     assert "[tcbench] job log of inductor" in cap.out
+    assert main(["compare", *ARGS, "--rounds", "3"]) == 0
+    assert "[tcbench] inductor round 2/3: ok — median step 50.0 ms ± " in capsys.readouterr().err
 
 
 def test_a_speedup_of_0_951_is_not_called_slower(monkeypatch, capsys):
@@ -147,13 +154,13 @@ def test_eager_twice_runs_a_and_a(monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(tc, "compare", _scripted({"eager": 0.1, "eager (A/A)": 0.1}, calls=calls))
     assert main(["compare", *ARGS, "--backends", "eager,eager"]) == 0
-    assert calls == [dict(backends=["eager"], rounds=3)]
+    assert calls == [dict(backends=["eager"], rounds=None, resolve=None, budget_s=None)]
     assert "- eager (A/A): no measurable difference" in capsys.readouterr().out
 
 
 def test_rounds_default_to_3():
     parser = build_parser()
-    assert parser.parse_args(["compare"]).rounds == 3
+    assert parser.parse_args(["compare"]).rounds is None   # adaptive rounds unless a number is asked for
     assert parser.parse_args(["noise-floor"]).rounds == 3
 
 

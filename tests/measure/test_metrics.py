@@ -6,9 +6,13 @@ import random
 import pytest
 
 from tcbench import StepRecord
-from tcbench.measure.metrics import (break_even_range, break_even_steps, job_figures, learned, loss_parity, mfu,
-                              ratio_interval, value_interval, verdict, warnings_for)
+from tcbench.measure.interval import ratio_interval, value_interval
+from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, job_figures, learned,
+                                     loss_parity, mfu, verdict, warnings_for)
 from tcbench.view.format import fmt_ratio
+
+
+WHAT = advice(threads=None, rounds=3, resolve=None, budget_s=None)
 
 
 def recs(times, losses=None, warmup=2, seq=128, cpu=None):
@@ -104,22 +108,22 @@ def test_interval_is_deterministic_and_from_paired_rounds():
 @pytest.mark.parametrize("speed, kind", [(1.5, "faster"), (0.7, "slower"), (1.0, "no measurable difference")])
 def test_verdict_kinds(speed, kind):
     sp, lo, hi = ratio_interval(_pairs(speed, spread=0.01))
-    got, text = verdict(sp, lo, hi, [], [], rounds=3)
+    got, text = verdict(sp, lo, hi, [], [], 3, WHAT)
     assert got == kind, text
     assert "95 % interval" in text
 
 
 def test_noise_or_failure_or_a_wide_interval_is_inconclusive():
     sp, lo, hi = ratio_interval(_pairs(1.5))
-    kind, text = verdict(sp, lo, hi, ["eager round 1: the job had the CPU 41% of its wall time"], [], 3)
+    kind, text = verdict(sp, lo, hi, ["eager round 1: the job had the CPU 41% of its wall time"], [], 3, WHAT)
     assert kind == "inconclusive" and "41%" in text and "threads=1" in text
-    kind, text = verdict(sp, lo, hi, ["a: busy", "b: busy", "c: busy"], [], 3)
+    kind, text = verdict(sp, lo, hi, ["a: busy", "b: busy", "c: busy"], [], 3, WHAT)
     assert kind == "inconclusive" and "3 jobs were disturbed, e.g. a: busy" in text and "b: busy" not in text
-    kind, text = verdict(sp, lo, hi, [], ["inductor round 0 ended oom: out of memory"], 3)
+    kind, text = verdict(sp, lo, hi, [], ["inductor round 0 ended oom: out of memory"], 3, WHAT)
     assert kind == "inconclusive" and "oom" in text
-    kind, text = verdict(1.02, 0.7, 1.4, [], [], 3)
+    kind, text = verdict(1.02, 0.7, 1.4, [], [], 3, WHAT)
     assert kind == "inconclusive" and "too wide" in text
-    kind, text = verdict(1.3, 1.2, 1.4, [], [], 1)
+    kind, text = verdict(1.3, 1.2, 1.4, [], [], 1, WHAT)
     assert kind == "faster" and "single round" in text
 
 
@@ -130,14 +134,28 @@ def test_the_79x_answer_from_one_noisy_round_is_not_a_fact():
     fn, fc = job_figures(native, 8, 2, threads=1), job_figures(compiled, 8, 2, threads=1)
     assert fn.noisy
     sp, lo, hi = ratio_interval([([r.step_s for r in native[2:]], [r.step_s for r in compiled[2:]])])
-    kind, _ = verdict(sp, lo, hi, [fn.noise_reason], [], 1)
+    kind, _ = verdict(sp, lo, hi, [fn.noise_reason], [], 1, WHAT)
     assert kind == "inconclusive"
 
 
 def test_memory_interval_needs_two_rounds():
     assert value_interval([1.2])[1:] == (None, None)
     p, lo, hi = value_interval([1.1, 1.2, 1.15])
-    assert lo <= p <= hi and 1.1 <= lo and hi <= 1.2
+    assert lo < 1.1 < p < 1.2 < hi      # three rounds: t(0.975, 2) = 4.3 standard errors either side
+    assert value_interval([1.15, 1.15, 1.15]) == pytest.approx((1.15, 1.15, 1.15))
+
+
+def test_advice_never_repeats_a_setting_the_job_used():
+    assert "threads=1" in WHAT and "resolve=0.05" in WHAT and "fixed 3" in WHAT
+    used = advice(threads=1, rounds=4, resolve=0.05, budget_s=60)
+    assert "threads=1" not in used and "resolve" not in used and "budget_s=60" in used
+    assert "budget" not in advice(threads=1, rounds=4, resolve=0.05, budget_s=None)
+
+
+def test_drift_between_rounds_is_a_warning_not_a_verdict():
+    assert drift("eager", [0.100, 0.104, 0.098]) == ""
+    text = drift("eager", [0.100, 0.125, 0.101])
+    assert "drift" in text and "25%" in text and "100.0–125.0 ms" in text
 
 
 def test_break_even_only_for_a_faster_interval():

@@ -214,12 +214,19 @@ def test_failed_job_shows_its_status_error_and_dashes():
     assert 'class="warn">xla round 0' in out
 
 
-def test_an_aa_run_that_drifted_is_inconclusive_never_faster_or_slower():
-    """The same job 10 % slower against itself in every round (the machine drifted): the interval excludes 1, but
-    an A/A pair cannot be faster or slower than itself — the verdict says the machine drifted."""
-    drifted = _comparison({"eager": 0.10, "eager (A/A)": 0.11})
-    row = drifted.summary().set_index("backend").loc["eager (A/A)"]
-    assert row.speedup_ci_high < 1 and row.verdict_kind == "inconclusive"
-    assert "against itself" in row.verdict and "drifted" in row.verdict
-    same = _comparison({"eager": 0.10, "inductor": 0.11})   # two backends: the same figures are a real "slower"
+def test_an_aa_pair_is_judged_like_any_pair_and_drift_is_a_warning_beside_it():
+    """The same job 10 % slower against itself in every round: the interval excludes 1 and the verdict says so, as
+    for any pair (how often that happens is measured by benchmarks/trust.py, never relabelled). A job whose median
+    moves between rounds gets a drift warning beside the interval."""
+    offset = _comparison({"eager": 0.10, "eager (A/A)": 0.11})
+    row = offset.summary().set_index("backend").loc["eager (A/A)"]
+    assert row.speedup_ci_high < 1 and row.verdict_kind == "slower"
+    same = _comparison({"eager": 0.10, "inductor": 0.11})
     assert same.summary().set_index("backend").loc["inductor"].verdict_kind == "slower"
+    drifting = _comparison({"eager": 0.10, "inductor": 0.10})
+    for r in drifting.results:
+        if r.round == 1:
+            r.records = [dataclasses.replace(s, step_s=s.step_s * 1.3) for s in r.records]
+            r.figures = dataclasses.replace(r.figures, median_step_s=r.figures.median_step_s * 1.3)
+    warnings = drifting.row("inductor").warnings
+    assert any(w.startswith("drift: the eager job's median step moved 30%") for w in warnings), warnings

@@ -19,6 +19,7 @@ import pytest
 
 import tcbench as tc
 from tcbench import Comparison, JobResult, StepRecord
+from tcbench.measure.interval import PILOT_ROUNDS, RoundsRule
 from tcbench.widgets import Workbench
 from tcbench.widgets._controls import MORE
 from tcbench.widgets._live import LiveFigures
@@ -79,12 +80,15 @@ def _scripted_compare(step_s: dict, status: dict | None = None, pause: float = 0
     """A stand-in for tc.compare: the same events, alternating rounds (A B, B A, …) and return type, no processes."""
     status = status or {}
 
-    def compare(spec, backends=("inductor",), rounds=3, observer=None, stop=None):
+    def compare(spec, backends=("inductor",), rounds=None, observer=None, stop=None, resolve=None, budget_s=None):
         if calls is not None:
-            calls.append(dict(spec=spec, backends=tuple(backends), rounds=rounds))
+            calls.append(dict(spec=spec, backends=tuple(backends), rounds=rounds, resolve=resolve, budget_s=budget_s))
         spec = tc.preflight(spec)   # as tc.compare does: the profile's budget is in the spec every event carries
         labels = [spec.backend, *[b + " (A/A)" if b == spec.backend else b for b in backends]]
-        cmp = Comparison(spec=spec, backends=labels, rounds=rounds, comparison_id=None)
+        rule = RoundsRule(resolve, budget_s) if resolve else None
+        rounds = rounds or PILOT_ROUNDS                  # adaptive rounds: the first stage only
+        cmp = Comparison(spec=spec, backends=labels, rounds=rounds, comparison_id=None, rule=rule,
+                         stop_reason="resolution reached" if rule else "all rounds ran")
         for rnd in range(rounds):
             for label in (labels if rnd % 2 == 0 else labels[::-1]):
                 if stop is not None and stop.is_set():
@@ -190,12 +194,12 @@ def test_the_form_shows_model_profile_batch_and_backends_and_folds_the_rest():
     folded = _inside(c.more_box)
     shown = [x for x in _inside(c.box()) if x not in folded and x is not c.more_box]
     assert all(getattr(c, name) in folded for name in MORE)
-    assert [name for name in c.FIELDS + ("rounds",) if getattr(c, name) in shown] == ["model", "profile", "batch_size"]
+    assert [name for name in c.FIELDS + c.ROUND_FIELDS if getattr(c, name) in shown] == ["model", "profile", "batch_size"]
     assert all(cb in shown for cb in c.backends.values()) and c.eager_text in shown
     run_tab = panel.tabs.children[0]
     assert panel.run_button in _inside(run_tab) and panel.run_button not in folded
     summary = c.more_summary.value   # the folded values at a glance
-    assert "seq 64" in summary and "40 steps (5 warmup)" in summary and "3 rounds" in summary
+    assert "seq 64" in summary and "40 steps (5 warmup)" in summary and "until ±5 % or 60 s" in summary
     c.show_more()
     assert c.more_open and c.more_box.layout.display == "flex"
     c.set(steps=12, rounds=1)
@@ -242,11 +246,18 @@ def test_threads_and_rounds_reach_the_engine(monkeypatch):
     calls: list = []
     monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}, calls=calls))
     panel = _panel(threads=2)
+    _run(panel)   # the default: adaptive rounds
+    assert calls[-1]["spec"].threads == 2 and calls[-1]["rounds"] is None
+    assert (calls[-1]["resolve"], calls[-1]["budget_s"]) == (tc.DEFAULT_RESOLVE, tc.DEFAULT_BUDGET_S)
+    assert "resolution reached" in panel.words.value and "4 rounds (until ±5% or 60 s)" in panel.words.value
+    panel.controls.set(threads=1, rounds=1)   # a number of rounds asked for: fixed
     _run(panel)
-    assert calls[-1]["spec"].threads == 2 and calls[-1]["rounds"] == 3
-    panel.controls.set(threads=1, rounds=1)
+    assert calls[-1]["spec"].threads == 1 and calls[-1]["rounds"] == 1 and calls[-1]["resolve"] is None
+    panel.controls.set(resolve_pct=3.0, budget_s=120.0)
     _run(panel)
-    assert calls[-1]["spec"].threads == 1 and calls[-1]["rounds"] == 1
+    assert (calls[-1]["rounds"], calls[-1]["resolve"], calls[-1]["budget_s"]) == (None, 0.03, 120.0)
+    panel.controls.set(resolve_pct=-1.0)
+    assert panel.run_button.disabled and "resolve_pct=-1.0" in panel.controls.errors["resolve_pct"].value
 
 
 # -- the figure ------------------------------------------------------------------------------------------
@@ -331,19 +342,19 @@ def test_run_paired_draws_live_figures_table_and_verdict(monkeypatch):
 
     monkeypatch.setattr(panel, "_observe", observe)
     cmp = _run(panel)
-    assert cmp is not None and [r.status for r in cmp.results] == ["ok"] * 6
+    assert cmp is not None and [r.status for r in cmp.results] == ["ok"] * 2 * PILOT_ROUNDS
     assert threads and all(t is not main for t in threads), "compare must run off the kernel's main thread"
-    assert {"2.00× (round 1 of 3)", "2.00× (round 2 of 3)", "2.00× (round 3 of 3)"} <= live_texts
+    assert {"2.00× (round 1)", "2.00× (round 2)", "2.00× (round 3)"} <= live_texts   # adaptive: no "of N"
     drawn = panel.figures.traces()
     assert set(drawn["loss"]) == {"eager", "inductor"} and set(drawn["step_time"]) == {"eager", "inductor"}
     assert "baseline" in drawn["throughput_text"]
-    assert any(re.fullmatch(r"2\.00× \(1\.\d\d–2\.\d\d\)", t) for t in drawn["throughput_text"]), drawn
+    assert any(re.fullmatch(r"2\.00× \([12]\.\d\d–2\.\d\d\)", t) for t in drawn["throughput_text"]), drawn
     assert "<table" in panel.summary.value and "speedup (95 % interval)" in panel.summary.value
     assert _badges(panel.words.value) == ["faster"]
     assert "95 % interval" in panel.words.value and "pays off after" in panel.words.value
     assert panel.failures.value == ""
     assert "Done" in panel.status.value and not panel.run_button.disabled and panel.stop_button.disabled
-    assert len(panel.progress.box.children) == 6
+    assert len(panel.progress.box.children) == 2 * PILOT_ROUNDS
     assert panel.comparison.summary()["backend"].tolist() == ["eager", "inductor"]
 
 

@@ -20,6 +20,9 @@ class BackendUnavailable(RuntimeError):
 
 class Backend(Protocol):
     name: str
+    # the backend's runtime runs worker threads of its own beside the job's (XLA's PJRT CPU client): their wait for a
+    # CPU is the job's own doing, so only the main thread's wait can tell that another process took the CPU
+    runtime_threads: bool
 
     def available(self) -> tuple[bool, str]:
         """(usable, reason) without creating a device; the reason says why not."""

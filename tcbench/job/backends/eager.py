@@ -12,6 +12,7 @@ from tcbench.job.backends.base import adamw, autocast_ctx, data_parallel, local_
 
 class EagerBackend:
     name = "eager"
+    runtime_threads = False
 
     def available(self) -> tuple[bool, str]:
         from tcbench.host.requirements import backend_status

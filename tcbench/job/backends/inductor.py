@@ -18,6 +18,7 @@ from tcbench.job.backends.eager import EagerBackend
 
 class InductorBackend(EagerBackend):
     name = "inductor"
+    runtime_threads = False
 
     def available(self) -> tuple[bool, str]:
         from tcbench.host.requirements import backend_status

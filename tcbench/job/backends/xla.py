@@ -25,6 +25,7 @@ from tcbench.job.backends.base import BackendUnavailable
 
 class XlaBackend:
     name = "xla"
+    runtime_threads = True
 
     def available(self) -> tuple[bool, str]:
         from tcbench.host.requirements import backend_status

@@ -1,0 +1,123 @@
+"""compare()'s rounds: fixed, or added until the interval is within the asked resolution, the budget is spent, the
+maximum is reached or a job cannot run — and the result says which. The job runner is a stand-in here (synthetic
+step times with a known ratio); real jobs are in test_comparison.py."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import types
+
+import numpy as np
+import pytest
+
+import tcbench.comparison as cmp_mod
+from tcbench import JobSpec
+from tcbench.core.results import JobResult, StepRecord
+from tcbench.measure import interval, metrics
+from tcbench.measure.metrics import job_figures
+
+SPEC = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=30, warmup_steps=2, threads=1)
+
+
+def _fake(ratio: float = 1.0, process_sd: float = 0.01, fail_at: int | None = None, seconds_per_job: float = 1.0,
+          seed: int = 0):
+    """A stand-in for the job runner: steps of 25 ms natively, 25/ratio ms compiled, each process ``process_sd`` (log)
+    off its truth; the ``fail_at``-th job fails. Each job advances the fake clock by ``seconds_per_job``."""
+    rng = np.random.default_rng(seed)
+    clock = [0.0]
+    calls: list = []
+
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+        calls.append((spec.backend, round))
+        clock[0] += seconds_per_job
+        level = 0.025 / (ratio if spec.backend != "eager" else 1.0) * math.exp(rng.normal(0, process_sd))
+        recs = [StepRecord(step=i, step_s=float(level * math.exp(rng.normal(0, 0.02))), samples_s=1.0, tokens_s=1.0,
+                           mem_bytes=2**20, loss=None, warmup=i < 2, seq_len=32, cpu_s=level) for i in range(30)]
+        status = "failed" if len(calls) == fail_at else "ok"
+        res = JobResult(spec=spec, status=status, run_id=len(calls), records=recs, round=round, label=label,
+                        figures=job_figures(recs, 8, 2, threads=1), error="boom" if status == "failed" else "")
+        if store is not None:
+            res.run_id = store.insert_run(spec, comparison_id, round, label=label)
+            store.add_steps(res.run_id, recs)
+            store.finish_run(res)
+        return res
+
+    return run, calls, clock
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(**kw):
+        run, calls, clock = _fake(**kw)
+        monkeypatch.setattr(cmp_mod, "run", run)
+        monkeypatch.setattr(cmp_mod, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+        return calls
+    return install
+
+
+def test_rounds_are_added_until_the_interval_is_within_the_resolution(store, fake):
+    calls = fake(ratio=1.1, process_sd=0.02)
+    cmp = cmp_mod.compare(SPEC, rounds=None, resolve=0.05, budget_s=None, store=store)
+    row = cmp.row("inductor")
+    assert cmp.stop_reason.startswith("resolution reached") and "±5%" in cmp.stop_reason
+    assert cmp.rounds >= interval.PILOT_ROUNDS and len(calls) == 2 * cmp.rounds
+    assert row.resolution <= 0.05 and row.verdict_kind == "faster"
+    stored = store.comparison_row(cmp.comparison_id)
+    assert int(stored["rounds"]) == cmp.rounds and json.loads(stored["info_json"])["stop_reason"] == cmp.stop_reason
+    again = cmp_mod.load_comparison(cmp.comparison_id, store)
+    assert again.rule == cmp.rule and again.stop_reason == cmp.stop_reason and again.rounds == cmp.rounds
+    assert again.row("inductor").speedup == pytest.approx(row.speedup)
+
+
+def test_the_budget_ends_the_rounds_and_says_so(store, fake):
+    calls = fake(process_sd=0.2, seconds_per_job=5.0)        # too noisy for ±5 %: the budget decides
+    cmp = cmp_mod.compare(SPEC, resolve=0.05, budget_s=42, store=store)
+    assert cmp.stop_reason.startswith("budget spent") and "budget_s=42" in cmp.stop_reason
+    assert cmp.rounds == 4 and len(calls) == 8        # 4 rounds took 40 s; a fifth would end at 50 s
+    assert cmp.row("inductor").resolution > 0.05
+
+
+def test_max_rounds_ends_the_rounds(store, fake):
+    fake(process_sd=0.2)
+    cmp = cmp_mod.compare(SPEC, resolve=0.01, budget_s=None, max_rounds=6, store=store)
+    assert cmp.stop_reason == "max_rounds=6 reached" and cmp.rounds == 6
+
+
+def test_a_job_that_cannot_run_ends_the_rounds(store, fake):
+    calls = fake(fail_at=3)
+    cmp = cmp_mod.compare(SPEC, store=store)
+    assert cmp.stop_reason == "inductor round 1 ended failed" and len(calls) == 4   # round 1 runs B A
+    assert cmp.row("inductor").verdict_kind == "inconclusive"
+
+
+def test_the_default_is_adaptive_and_fixed_rounds_stay_fixed(store, fake):
+    calls = fake(ratio=1.0, process_sd=0.005)
+    cmp = cmp_mod.compare(SPEC, store=store)
+    assert cmp.rule == interval.RoundsRule(resolve=cmp_mod.DEFAULT_RESOLVE, budget_s=cmp_mod.DEFAULT_BUDGET_S)
+    fixed = cmp_mod.compare(SPEC, rounds=3, store=store)
+    assert fixed.rule is None and fixed.rounds == 3 and fixed.stop_reason == "all rounds ran"
+    assert len(calls) == 2 * cmp.rounds + 6
+
+
+@pytest.mark.parametrize("kw, field", [(dict(resolve=0), "resolve=0"), (dict(resolve="5%"), "resolve='5%'"),
+                                       (dict(resolve=1.5), "resolve=1.5"), (dict(budget_s=-1), "budget_s=-1"),
+                                       (dict(resolve=0.05, rounds=1), "rounds=1"),
+                                       (dict(resolve=0.05, max_rounds=1), "max_rounds=1")])
+def test_bad_rounds_arguments_are_named_before_any_job(store, fake, kw, field):
+    calls = fake()
+    with pytest.raises(ValueError, match=field.replace("(", r"\(")):
+        cmp_mod.compare(SPEC, store=store, **kw)
+    assert calls == []
+
+
+def test_an_a_a_pair_is_judged_like_any_pair(store, fake):
+    """No special case: an A/A pair whose interval excludes 1 says so (how often is measured, not hidden)."""
+    fake(ratio=1.0, process_sd=0.001)
+    cmp = cmp_mod.compare(SPEC, backends=["eager"], rounds=3, store=store)
+    kind = cmp.row("eager (A/A)").verdict_kind
+    assert kind in ("faster", "slower", "no measurable difference")
+    for code in (inspect.getsource(cmp_mod.Comparison._pair_fields), inspect.getsource(metrics.verdict),
+                 inspect.getsource(interval)):
+        assert "A/A" not in code and "AA" not in code
