@@ -122,14 +122,33 @@ def announce(chan: Channel, spec: JobSpec) -> None:
                            "artifacts"))
 
 
+def pin_cpus(threads: int, world_size: int) -> tuple[int, ...] | None:
+    """Pin every thread of this job to the last ``threads`` CPUs it may use, for its steady steps: every job of a
+    comparison then runs on the same cores (it no longer wanders between them, and the kernel's interrupts and other
+    processes tend to land on CPU 0 first). The warmup stays unpinned, so a compiler's worker processes keep every
+    core. None (not pinned): a data-parallel job (its ranks share the cores), ``threads`` covering every usable CPU,
+    or ``TCBENCH_PIN=0``."""
+    usable = sorted(os.sched_getaffinity(0))
+    if world_size > 1 or threads >= len(usable) or os.environ.get("TCBENCH_PIN", "1") == "0":
+        return None
+    cpus = tuple(usable[-threads:])
+    for tid in os.listdir("/proc/self/task"):   # sched_setaffinity(0) would pin the calling thread only
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:   # a thread that ended meanwhile
+            pass
+    return cpus
+
+
 def steady_start(main_only: bool = False) -> tuple:
     """Where the steady steps begin: (wall, CPU, run-queue wait, machine jiffies), for ``send_sched``."""
     return time.perf_counter(), time.process_time(), sched_wait_s(main_only), cpu_jiffies()
 
 
-def send_sched(chan: Channel, since: tuple | None, main_only: bool = False) -> None:
+def send_sched(chan: Channel, since: tuple | None, main_only: bool = False, cpus: tuple[int, ...] | None = None) -> None:
     """Over the steady steps since ``since`` (``steady_start``): wall, CPU and run-queue wait seconds (the parent
-    derives the shares); ``main_only``: the wait is the main thread's (``sched_wait_s``)."""
+    derives the shares); ``main_only``: the wait is the main thread's (``sched_wait_s``); ``cpus``: the CPUs the
+    steps were pinned to (``pin_cpus``)."""
     if since is None:
         return
     wall, cpu = time.perf_counter() - since[0], time.process_time() - since[1]
@@ -138,7 +157,8 @@ def send_sched(chan: Channel, since: tuple | None, main_only: bool = False) -> N
     if jiffies and since[3] and jiffies[1] > since[3][1]:
         steal = (jiffies[0] - since[3][0]) / (jiffies[1] - since[3][1])
     chan.send(Sched(wall_s=wall, cpu_s=cpu, wait_s=None if wait is None or since[2] is None else wait - since[2],
-                    steal_share=steal, wait_main_only=main_only))
+                    steal_share=steal, wait_main_only=main_only,
+                    cpus=None if cpus is None else list(cpus)))
 
 
 def finish(chan: Channel, backend: Any, spec: JobSpec, run_dir: str, status: str, error: str) -> None:

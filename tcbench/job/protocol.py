@@ -128,6 +128,7 @@ class Sched:
     wait_s: float | None
     steal_share: float | None
     wait_main_only: bool = False
+    cpus: list[int] | None = _optional()   # the CPUs the steady steps were pinned to (None: not pinned)
 
 
 @dataclass(frozen=True)

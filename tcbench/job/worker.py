@@ -17,7 +17,7 @@ import traceback
 
 from tcbench.job.factory import batch_size_of, loss_of, seq_len_of
 from tcbench.core.spec import JobSpec, is_factory
-from tcbench.job.process_tools import (RssMeter, announce, classify, die_with_parent, finish, gpu_env,
+from tcbench.job.process_tools import (RssMeter, announce, classify, die_with_parent, finish, gpu_env, pin_cpus,
                                        send_sched, steady_start)
 from tcbench.job.protocol import Channel, Counters, End, Eval, Log, Meta, Parallel, Phase, Step
 
@@ -156,9 +156,11 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     steady_from: tuple | None = None    # (wall, cpu, schedstat wait) when the steady steps began
     # a rank's communication threads or a runtime's own (XLA) wait for a CPU by themselves: the main thread's wait
     main_only = world > 1 or backend.runtime_threads
+    cpus: tuple[int, ...] | None = None
     for step in range(spec.steps):
         if step == spec.warmup_steps:
             chan.send(Phase("measuring"))
+            cpus = pin_cpus(torch.get_num_threads(), spec.world_size)
             steady_from = steady_start(main_only=main_only)
         batch = next(it)
         seq, samples = seq_len_of(batch), batch_size_of(batch)
@@ -187,7 +189,7 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
                     f"peak memory {mem / 2**30:.2f} GiB at step {step} exceeds the profile's budget of "
                     f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
             return
-    send_sched(chan, steady_from, main_only=main_only)
+    send_sched(chan, steady_from, main_only=main_only, cpus=cpus)
     if spec.eval_batches and chan.reports:
         chan.send(Phase("eval"))
         losses = evaluate(spec, backend, work, device)

@@ -63,6 +63,8 @@ def _compiler(msg: Compiler, result: JobResult, pending: list, tell: Tell) -> No
 
 def _sched(msg: Sched, result: JobResult, pending: list, tell: Tell) -> None:
     result.extra["sched"] = dataclasses.asdict(msg)
+    if msg.cpus is not None:
+        result.env["cpus"] = list(msg.cpus)   # stored with the run's environment: where its steady steps ran
 
 
 def _counters(msg: Counters, result: JobResult, pending: list, tell: Tell) -> None:

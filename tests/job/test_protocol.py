@@ -39,7 +39,7 @@ EXAMPLES = [
     Counters(when="after_warmup", counters={"compiles": 1, "graph_breaks": 0}),
     Eval(eval_loss=1.5, losses=[1.0, 2.0], when="initial"),
     Eval(eval_loss=1.25),
-    Sched(wall_s=2.0, cpu_s=3.5, wait_s=0.1, steal_share=None, wait_main_only=True),
+    Sched(wall_s=2.0, cpu_s=3.5, wait_s=0.1, steal_share=None, wait_main_only=True, cpus=[1]),
     End(status="ok", error="", counters={}, diagnostics={}),
     End(status="failed", error="ValueError: x", traceback="Traceback ...", rank=1),
     End(status="ok", noise=[{"small_sq": 2.0, "big_sq": 1.0}]),
@@ -179,7 +179,7 @@ def test_the_runner_applies_each_message_to_the_result():
         assert handle(msg, res, pending, events.append, "eager#0") is None
     assert handle(EXAMPLES[12], res, pending, events.append, "eager#0") == EXAMPLES[12]   # the job's own end
     assert handle(EXAMPLES[13], res, pending, events.append, "eager#0") is None            # rank 1's: kept
-    assert res.device == "cuda:0" and res.env == {"threads": 1, "gpu": "H100"}
+    assert res.device == "cuda:0" and res.env == {"threads": 1, "gpu": "H100", "cpus": [1]}
     assert [r.step for r in res.records] == [3, 4] and pending == res.records
     assert res.extra == {
         "phase": "measuring",
@@ -190,7 +190,8 @@ def test_the_runner_applies_each_message_to_the_result():
         "counters_after_warmup": {"compiles": 1, "graph_breaks": 0},
         "eval_loss_initial": 1.5, "eval_losses_initial": [1.0, 2.0], "eval_loss_initial_se": 0.5,
         "eval_loss": 1.25, "eval_losses": [1.25],
-        "sched": {"wall_s": 2.0, "cpu_s": 3.5, "wait_s": 0.1, "steal_share": None, "wait_main_only": True},
+        "sched": {"wall_s": 2.0, "cpu_s": 3.5, "wait_s": 0.1, "steal_share": None, "wait_main_only": True,
+                  "cpus": [1]},
         "rank_ends": {"1": {"status": "failed", "error": "ValueError: x"}},
     }
     base = {"job": "eager#0", "backend": "eager", "label": "eager", "run_id": 7}
