@@ -1,16 +1,23 @@
 """Can tcbench's answers be trusted on a shared machine? The README's "Answers you can trust" figures.
 
-    .venv/bin/python benchmarks/trust.py                 # everything (~25 min on 2 cores)
-    .venv/bin/python benchmarks/trust.py --pairs 10 --only aa
+    .venv/bin/python benchmarks/trust.py                 # everything (~40 min on 2 cores)
+    .venv/bin/python benchmarks/trust.py --pairs 20 --only coverage
 
-1. A/A false verdicts: the same job against itself (3 alternating rounds), ``--pairs`` times on a quiet
-   machine and ``--pairs`` times with ``--load`` busy processes competing for the CPU. Goal: 0 confident
-   verdicts (faster / slower).
-2. Measurement truth: tcbench's median step against ``torch.utils.benchmark``'s measurement of the same
-   step (same model, optimizer, batch and threads, in its own process); tcbench's peak RSS (the baseline
-   after loading plus the high-water above it) against ``/usr/bin/time -v``'s maximum resident set size of
-   the same job process. Goal: within 5 %.
-3. Time to a verdict: a warm tiny pair (eager vs inductor, 3 rounds) from call to summary. Goal: ≤ 60 s.
+1. Coverage: the same job against itself (A/A, 3 alternating rounds), ``--pairs`` times on a quiet machine and
+   ``--pairs`` times beside a bursty busy process (busy and idle in random 0.2-1.5 s spells). Reported: the share of
+   raw 95 % intervals that exclude 1 (goal: at most 5 %, quiet and loaded; no verdict rule special-cases A/A) and
+   the verdicts.
+2. Time to a verdict: ``tc.compare()`` with its default settings (rounds added until ±5 % or 60 s), warm tiny GPT-2,
+   eager vs inductor, quiet and beside the bursty process: seconds, rounds, the resolution reached, why it stopped.
+3. Truth: the same speedup from 10 alternating separate-process rounds of 150 steps each; the default compare's
+   interval must contain it.
+4. XLA on CPU: eager vs xla with the default settings on a quiet machine (a decisive verdict when its interval
+   excludes 1) and beside the bursty process.
+5. Job length: the same pair at 20, 40 and 80 steps per job, 6 rounds each: the spread of the per-round log ratios
+   and the time per round, so the time to ±5 % each length would need (Stein's plan: (t(0.975,3)·s/log 1.05)² rounds).
+6. Measurement truth: tcbench's median step against ``torch.utils.benchmark``'s measurement of the same step (same
+   model, optimizer, batch and threads, in its own process); tcbench's peak RSS against ``/usr/bin/time -v``'s
+   maximum resident set size of the same job process. Goal: within 5 %.
 
 Writes benchmarks/trust.md and benchmarks/trust.json.
 """
@@ -37,7 +44,7 @@ from tcbench.runner.process import _cache_dirs, job_env  # noqa: E402
 
 SPEC = tc.JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=30, warmup_steps=5, lr=2e-3,
                   dropout=0.0, threads=1)
-CONFIDENT = ("faster", "slower")
+DEMO = tc.JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=40, warmup_steps=5, lr=2e-3, threads=1)
 
 TIMER = r'''
 import json, sys
@@ -64,19 +71,99 @@ print(json.dumps({"median_step_s": m.median, "iqr_s": m.iqr, "runs": len(m.times
 '''
 
 
-def aa_pairs(n: int, load: int) -> list[dict]:
-    """``n`` A/A comparisons (3 rounds each), with ``load`` busy processes running throughout."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(load)]
-    out = []
-    try:
-        for i in range(n):
-            nf = tc.noise_floor(SPEC, rounds=3)
-            out.append({**nf.summary(), "noisy_jobs": sum(r.noisy for r in nf.comparison.results)})
-            print(f"   A/A load={load} #{i}: {nf.verdict}", flush=True)
-    finally:
-        for p in busy:
+BURSTY = r"""
+import random, time
+rng = random.Random(0)
+while True:
+    end = time.monotonic() + rng.uniform(0.2, 1.5)
+    while time.monotonic() < end:
+        pass
+    time.sleep(rng.uniform(0.2, 1.5))
+"""
+
+
+class Bursty:
+    """A busy process that works and rests in random 0.2-1.5 s spells (``n=0``: nothing)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __enter__(self) -> "Bursty":
+        self.procs = [subprocess.Popen([sys.executable, "-c", BURSTY]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
             p.kill()
             p.wait()
+
+
+def _pair_row(cmp: tc.Comparison, label: str, seconds: float) -> dict:
+    row = cmp.row(label)
+    return dict(seconds=seconds, rounds=cmp.rounds, speedup=row.speedup, low=row.speedup_ci_low,
+                high=row.speedup_ci_high, resolution=row.resolution, verdict_kind=row.verdict_kind,
+                verdict=row.verdict, stop_reason=cmp.stop_reason, noisy_jobs=sum(r.noisy for r in cmp.results),
+                job_wall_s=[r.wall_s for r in cmp.results])
+
+
+def coverage(n: int, load: int) -> list[dict]:
+    """``n`` A/A comparisons (3 fixed rounds each), beside ``load`` bursty processes."""
+    out = []
+    with Bursty(load):
+        for i in range(n):
+            t0 = time.monotonic()
+            cmp = tc.compare(SPEC, backends=["eager"], rounds=3)
+            out.append(_pair_row(cmp, cmp.backends[1], time.monotonic() - t0))
+            r = out[-1]
+            print(f"   A/A load={load} #{i}: {r['low']:.3f}-{r['high']:.3f} {r['verdict_kind']}", flush=True)
+    return out
+
+
+def time_to_verdict(load: int, backend: str = "inductor") -> dict:
+    """``tc.compare(DEMO, backends=[backend])`` with its default rounds, its compile cache warm, beside ``load``."""
+    tc.run(dataclasses.replace(DEMO, backend=backend, steps=8))   # warm the compile cache
+    with Bursty(load):
+        t0 = time.monotonic()
+        cmp = tc.compare(DEMO, backends=[backend])
+        row = _pair_row(cmp, backend, time.monotonic() - t0)
+    print(f"   {backend} load={load}: {row['seconds']:.0f} s, {cmp.rounds_note} — {row['verdict']}", flush=True)
+    return row
+
+
+def truth(rounds: int) -> dict:
+    """The demo spec's speedup from ``rounds`` alternating separate-process rounds of 150 steps after 5 warmup."""
+    long = dataclasses.replace(DEMO, steps=155, warmup_steps=5)
+    t0 = time.monotonic()
+    cmp = tc.compare(long, backends=["inductor"], rounds=rounds)
+    row = _pair_row(cmp, "inductor", time.monotonic() - t0)
+    print(f"   truth ({rounds} rounds of 150 steps): {row['speedup']:.3f} [{row['low']:.3f}, {row['high']:.3f}]",
+          flush=True)
+    return row
+
+
+def job_length(lengths: tuple[int, ...] = (20, 40, 80), rounds: int = 6) -> list[dict]:
+    """Per job length: the per-round log ratios' spread and the seconds per round, and so the time to ±5 %."""
+    import math
+
+    from scipy import stats
+
+    from tcbench.measure.interval import PILOT_ROUNDS, log_ratios
+    from tcbench.measure.metrics import steady
+
+    out = []
+    for steps in lengths:
+        spec = dataclasses.replace(DEMO, steps=steps + DEMO.warmup_steps)
+        t0 = time.monotonic()
+        cmp = tc.compare(spec, backends=["inductor"], rounds=rounds)
+        took = time.monotonic() - t0
+        logs = log_ratios([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
+                           for a, b in cmp.complete_pairs("inductor")])
+        sd = statistics.stdev(logs)
+        need = max(PILOT_ROUNDS, math.ceil((stats.t.ppf(0.975, PILOT_ROUNDS - 1) * sd / math.log(1.05)) ** 2))
+        out.append(dict(steps=steps, rounds=len(logs), sd=sd, round_s=took / rounds, rounds_to_5pct=need,
+                        seconds_to_5pct=need * took / rounds, speedup=cmp.row("inductor").speedup))
+        print(f"   {steps} steps: sd {sd:.3f}, {took / rounds:.1f} s/round -> ±5 % in ~{need} rounds, "
+              f"{need * took / rounds:.0f} s", flush=True)
     return out
 
 
@@ -109,7 +196,7 @@ def rss_truth(rounds: int) -> dict:
     for i in range(rounds):
         run_dir = tempfile.mkdtemp(prefix="tcbench-rss-")
         read_fd, write_fd = os.pipe()
-        env = job_env(spec, cache)
+        env = job_env(spec, cache, Path(run_dir))
         env.pop("TCBENCH_PARENT_PID")   # the job's parent is /usr/bin/time here, not this process
         proc = subprocess.Popen(["/usr/bin/time", "-v", sys.executable, "-m", "tcbench.job.worker", spec.to_json(),
                                  str(write_fd), run_dir], pass_fds=(write_fd,), env=env,
@@ -126,82 +213,108 @@ def rss_truth(rounds: int) -> dict:
     return {"ratio": statistics.median(ratios), "rounds": ratios}
 
 
-def time_to_verdict() -> dict:
-    tc.run(dataclasses.replace(SPEC, backend="inductor", steps=8))   # warm the compile cache
-    t0 = time.monotonic()
-    cmp = tc.compare(SPEC, backends=["inductor"], rounds=3)
-    took = time.monotonic() - t0
-    row = cmp.summary().iloc[1]
-    print(f"   time to a verdict: {took:.0f} s — {row['verdict']}", flush=True)
-    return {"seconds": took, "verdict": row["verdict"]}
+def _excludes(rows: list[dict]) -> tuple[int, int]:
+    return sum(1 for r in rows if r["low"] is not None and (r["low"] > 1 or r["high"] < 1)), len(rows)
 
 
-def _aa_line(name: str, rows: list[dict]) -> str:
+def _coverage_line(name: str, rows: list[dict]) -> str:
     if not rows:
         return f"| {name} | – | – | – | – |"
+    out, n = _excludes(rows)
     kinds = [r["verdict_kind"] for r in rows]
-    confident = sum(k in CONFIDENT for k in kinds)
-    res = [r["resolvable"] for r in rows if r["resolvable"]]
-    spread = f"{min(res):.3f}–{max(res):.3f}×" if res else "–"
-    return (f"| {name} | {len(rows)} | **{confident}** | {kinds.count('no measurable difference')} / "
-            f"{kinds.count('inconclusive')} | {spread} |")
+    res = sorted(r["resolution"] for r in rows if r["resolution"] is not None)
+    spread = f"±{statistics.median(res):.1%} (±{res[0]:.1%}–±{res[-1]:.1%})" if res else "–"
+    return (f"| {name} | {n} | **{out} ({out / n:.0%})** | "
+            f"{' / '.join(str(kinds.count(k)) for k in ('faster', 'slower', 'no measurable difference', 'inconclusive'))}"
+            f" | {spread} |")
+
+
+def _verdict_line(name: str, r: dict | None) -> str:
+    if not r:
+        return f"| {name} | – | – | – | – |"
+    return (f"| {name} | {r['seconds']:.0f} s | {r['rounds']} | ±{r['resolution']:.1%} | {r['stop_reason']} | "
+            f"{r['verdict']} |")
 
 
 def markdown(data: dict) -> str:
     env = tc.profile("this-machine").label
-    lines = [f"Measured {time.strftime('%Y-%m-%d')} on {env}; spec: {SPEC.model} {SPEC.size}, batch "
-             f"{SPEC.batch_size}, seq {SPEC.seq_len}, {SPEC.steps} steps ({SPEC.warmup_steps} warmup), 1 thread.", "",
-             "| A/A (3 rounds each) | pairs | confident verdicts (goal 0) | no measurable difference / inconclusive "
-             "| resolvable speedup (min–max) |", "|---|---|---|---|---|",
-             _aa_line("quiet machine", data.get("aa_quiet", [])),
-             _aa_line(f"{data.get('load', 2)} busy processes", data.get("aa_load", []))]
-    truth = data.get("step_truth"), data.get("rss_truth")
-    lines += ["", "| truth | tcbench ÷ reference (median; rounds) | goal |", "|---|---|---|"]
-    if truth[0]:
-        lines.append(f"| median step vs torch.utils.benchmark | {truth[0]['ratio']:.3f} "
-                     f"({', '.join(f'{x:.3f}' for x in truth[0]['rounds'])}) | within 5 % |")
-    if truth[1]:
-        lines.append(f"| peak RSS vs /usr/bin/time -v | {truth[1]['ratio']:.3f} "
-                     f"({', '.join(f'{x:.3f}' for x in truth[1]['rounds'])}) | within 5 % |")
-    if data.get("time_to_verdict"):
-        t = data["time_to_verdict"]
-        lines += ["", f"Time to a verdict (warm eager vs inductor, 3 rounds): {t['seconds']:.0f} s (goal ≤ 60 s) — "
-                      f"{t['verdict']}"]
+    lines = [f"Measured {data.get('date', time.strftime('%Y-%m-%d'))} on {env}; A/A spec: {SPEC.model} {SPEC.size}, "
+             f"batch {SPEC.batch_size}, seq {SPEC.seq_len}, {SPEC.steps} steps ({SPEC.warmup_steps} warmup), 1 thread; "
+             f"the other rows: the demo's spec ({DEMO.steps} steps).", "",
+             "| A/A, 3 rounds each | pairs | intervals excluding 1 (goal ≤ 5 %) | faster / slower / no measurable "
+             "difference / inconclusive | resolution (median, min–max) |", "|---|---|---|---|---|",
+             _coverage_line("quiet machine", data.get("aa_quiet", [])),
+             _coverage_line("beside a bursty busy process", data.get("aa_load", []))]
+    both = data.get("aa_quiet", []) + data.get("aa_load", [])
+    if both:
+        out, n = _excludes(both)
+        lines.append(f"| all | {n} | **{out} ({out / n:.0%})** | | |")
+    lines += ["", "| default `compare()` (until ±5 % or 60 s), warm | time | rounds | resolution | why it stopped | "
+                  "verdict |", "|---|---|---|---|---|---|",
+              _verdict_line("eager vs inductor, quiet", data.get("verdict_quiet")),
+              _verdict_line("eager vs inductor, bursty busy process", data.get("verdict_load")),
+              _verdict_line("eager vs xla, quiet", data.get("xla_quiet")),
+              _verdict_line("eager vs xla, bursty busy process", data.get("xla_load"))]
+    if data.get("truth"):
+        t, q = data["truth"], data.get("verdict_quiet") or {}
+        agree = (q.get("low") is not None and q["low"] <= t["speedup"] <= q["high"])
+        lines += ["", f"Truth: {t['rounds']} alternating separate-process rounds of 150 steps: {t['speedup']:.3f}× "
+                      f"[{t['low']:.3f}, {t['high']:.3f}] in {t['seconds']:.0f} s; the default compare's interval "
+                      f"{'contains' if agree else 'does NOT contain'} it."]
+    if data.get("length"):
+        lines += ["", "| steps per job | per-round log-ratio spread | s per round | rounds to ±5 % (Stein) | "
+                      "time to ±5 % |", "|---|---|---|---|---|"]
+        lines += [f"| {r['steps']} | {r['sd']:.3f} | {r['round_s']:.1f} | {r['rounds_to_5pct']} | "
+                  f"{r['seconds_to_5pct']:.0f} s |" for r in data["length"]]
+    truth_rows = data.get("step_truth"), data.get("rss_truth")
+    if any(truth_rows):
+        lines += ["", "| truth | tcbench ÷ reference (median; rounds) | goal |", "|---|---|---|"]
+    if truth_rows[0]:
+        lines.append(f"| median step vs torch.utils.benchmark | {truth_rows[0]['ratio']:.3f} "
+                     f"({', '.join(f'{x:.3f}' for x in truth_rows[0]['rounds'])}) | within 5 % |")
+    if truth_rows[1]:
+        lines.append(f"| peak RSS vs /usr/bin/time -v | {truth_rows[1]['ratio']:.3f} "
+                     f"({', '.join(f'{x:.3f}' for x in truth_rows[1]['rounds'])}) | within 5 % |")
     return "\n".join(lines) + "\n"
+
+
+PARTS = ("coverage", "verdict", "truth", "xla", "length", "step", "rss")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pairs", type=int, default=10, help="A/A comparisons per condition")
-    ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded condition")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of the truth measurements")
-    ap.add_argument("--only", choices=["aa", "step", "rss", "verdict"], help="one part only (the others are kept)")
+    ap.add_argument("--pairs", type=int, default=20, help="A/A comparisons per condition (quiet, loaded)")
+    ap.add_argument("--load", type=int, default=1, help="bursty busy processes in the loaded condition")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the step and RSS truth measurements")
+    ap.add_argument("--only", choices=PARTS, action="append", help="these parts only (the others are kept)")
     a = ap.parse_args()
-    if a.pairs < 1 or a.rounds < 1 or a.load < 0:
-        ap.error(f"--pairs and --rounds must be >= 1 and --load >= 0 (got {a.pairs}, {a.rounds}, {a.load})")
+    if a.pairs < 1 or a.rounds < 1 or a.load < 1:
+        ap.error(f"--pairs, --rounds and --load must be >= 1 (got {a.pairs}, {a.rounds}, {a.load})")
     os.environ.setdefault("TCBENCH_DB", str(Path(tempfile.gettempdir()) / "tcbench-trust.db"))
     path = HERE / "trust.json"
     data = json.loads(path.read_text()) if a.only and path.exists() else {}
-    data["load"] = a.load
+    data.update(load=a.load, date=time.strftime("%Y-%m-%d"))
+    parts = a.only or PARTS
 
     def save() -> None:
         path.write_text(json.dumps(data, indent=1, default=str))
         (HERE / "trust.md").write_text(markdown(data))
 
-    if a.only in (None, "verdict"):
-        data["time_to_verdict"] = time_to_verdict()
-        save()
-    if a.only in (None, "step"):
-        data["step_truth"] = step_truth(a.rounds)
-        save()
-    if a.only in (None, "rss"):
-        data["rss_truth"] = rss_truth(a.rounds)
-        save()
-    if a.only in (None, "aa"):
-        data["aa_quiet"] = aa_pairs(a.pairs, 0)
-        save()
-        data["aa_load"] = aa_pairs(a.pairs, a.load)
-        save()
+    steps = {"verdict": [("verdict_quiet", lambda: time_to_verdict(0)),
+                         ("verdict_load", lambda: time_to_verdict(a.load))],
+             "truth": [("truth", lambda: truth(10))],
+             "xla": [("xla_quiet", lambda: time_to_verdict(0, "xla")),
+                     ("xla_load", lambda: time_to_verdict(a.load, "xla"))],
+             "length": [("length", job_length)],
+             "step": [("step_truth", lambda: step_truth(a.rounds))],
+             "rss": [("rss_truth", lambda: rss_truth(a.rounds))],
+             "coverage": [("aa_quiet", lambda: coverage(a.pairs, 0)),
+                          ("aa_load", lambda: coverage(a.pairs, a.load))]}
+    for part in PARTS:
+        if part in parts:
+            for key, measure in steps[part]:
+                data[key] = measure()
+                save()
     print(markdown(data))
 
 

@@ -141,7 +141,8 @@ class Comparison:
                                  drift(label, [b.median_step_s for _, b in complete])) if w]
         if loss_ok is False:
             warnings.append(f"loss parity failed: {failed[0]}")
-        return dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, resolution=resolution(sp, lo, hi), memory_ratio=mem, memory_ci_low=mem_lo,
+        return dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, resolution=resolution(sp, lo, hi),
+                    memory_ratio=mem, memory_ci_low=mem_lo,
                     memory_ci_high=mem_hi, extra_warmup_s=compile_s, break_even_steps=be, break_even_low=be_lo,
                     break_even_high=be_hi, loss_parity=loss_ok, loss_diff=median_of([d for _, d, _ in parity]),
                     loss_parity_note=(failed or [n for _, _, n in parity] or ["not judged: no complete pair"])[0],
@@ -190,7 +191,7 @@ class Comparison:
 
     @property
     def rounds_note(self) -> str:
-        """How many rounds ran and why they stopped, e.g. ``"6 rounds (until ±5 % or 60 s): resolution reached: …"``."""
+        """How many rounds ran and why they stopped: ``"6 rounds (until ±5% or 60 s): resolution reached: …"``."""
         ran = len({r.round for r in self.results})
         how = "fixed" if self.rule is None else (
             f"until ±{self.rule.resolve:.0%}" + (f" or {self.rule.budget_s:g} s" if self.rule.budget_s else ""))
@@ -249,7 +250,8 @@ def rounds_rule(rounds: int | None, resolve: float | None, budget_s: float | Non
         resolve, budget_s = DEFAULT_RESOLVE, DEFAULT_BUDGET_S
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 2:
         raise ValueError(f"max_rounds={max_rounds!r} is not allowed; it must be a whole number >= 2")
-    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or not 2 <= rounds <= max_rounds):
+    whole = isinstance(rounds, int) and not isinstance(rounds, bool)
+    if rounds is not None and not (whole and 2 <= rounds <= max_rounds):
         raise ValueError(f"rounds={rounds!r} is not allowed with resolve/budget_s: it is the first stage of adaptive "
                          f"rounds, a whole number from 2 to max_rounds={max_rounds}")
     return RoundsRule(resolve=number("resolve", DEFAULT_RESOLVE if resolve is None else resolve, 0, 1),

@@ -5,10 +5,10 @@ and gives one log ratio ``r = log(median native step ÷ median compiled step)``.
 job lands ±5 % apart from one process to the next here) dwarfs the step-to-step spread inside a job, and the steps
 of one process are not independent, so only the spread between rounds says how far the next round may land.
 
-- **n ≥ 2 rounds** (a fixed number): the t-interval on the per-round log ratios, ``exp(mean r ± t(0.975, n−1)·s/√n)``;
-  exact for normally distributed log ratios, whatever the number of rounds. Measured coverage: tests/measure/
-  test_interval.py simulates 1,000 comparisons of a job with itself, with a between-round effect;
-  benchmarks/trust.py runs real ones, quiet and beside a bursty busy process.
+- **n ≥ 2 rounds** (a fixed number): the t-interval on the per-round log ratios,
+  ``exp(mean r ± t(0.975, n−1)·s/√n)``; exact for normally distributed log ratios, whatever the number of rounds.
+  Measured coverage: tests/measure/test_interval.py simulates 1,000 comparisons of a job with itself, with a
+  between-round effect; benchmarks/trust.py runs real ones, quiet and beside a bursty busy process.
 - **Adaptive rounds** (``compare(resolve=0.05)``): Stein's two-stage procedure (C. Stein, "A two-sample test for a
   linear hypothesis whose power is independent of the variance", Ann. Math. Statist. 16 (1945) 243–258). The first
   ``pilot`` rounds give the spread ``s0``; rounds are added until the interval's half-width is within the asked
@@ -123,8 +123,8 @@ class RoundsRule:
         return hw is not None and math.exp(hw) - 1 <= self.resolve
 
     def rounds_needed(self, logs: Sequence[float]) -> int | None:
-        """Stein's planned total after the pilot: max(pilot, ⌈(t(0.975, pilot−1)·s0 ÷ log(1+resolve))²⌉), or None
-        before the pilot is done."""
+        """Stein's planned total after the pilot, or None before the pilot is done:
+        max(pilot, ⌈(t(0.975, pilot−1)·s0 ÷ log(1+resolve))²⌉)."""
         if len(logs) < self.pilot:
             return None
         s0 = statistics.stdev(logs[:self.pilot])
