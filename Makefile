@@ -35,7 +35,7 @@ postgres:
 
 # tiny GPT-2 learns within a few steps (its loss falls from ~8.3): the loss curves and the parity check show something
 DEMO_ARGS := --model gpt2 --size tiny --backends eager,inductor,xla --batch-size 8 --seq-len 64 --steps 40 \
-	--warmup 5 --lr 2e-3 --threads 1 --rounds 3
+	--warmup 5 --lr 2e-3 --threads 1
 
 demo: setup
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html

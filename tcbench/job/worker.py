@@ -1,6 +1,8 @@
-"""The job process: one spawned Python process trains one JobSpec and streams what it measures.
+"""The job process: one process trains one JobSpec and streams what it measures.
 
-Run as ``python -m tcbench.job.worker <spec-json> <fd> <run-dir>``. Every message is one line of the job
+Run as ``python -m tcbench.job.worker <spec-json> <fd> <run-dir>``, or ``main`` is called with those arguments in a
+child forked by the warm launcher (``tcbench.job.zygote``), which has this module's imports done already (the
+runner decides which: ``tcbench.runner.zygote_client``). Every message is one line of the job
 protocol (``tcbench.job.protocol``) on file descriptor ``fd`` (stdout/stderr go to the run's log file, so
 library prints cannot corrupt the stream): ``Log``, ``Meta`` (after model and data load), ``Step`` (one per
 optimizer step), ``Counters`` (after warmup), ``End`` (status, error, counters) and the others. A crash, an

@@ -9,7 +9,9 @@ Nothing is left behind: the job runs in a process group of its own and dies with
 (``PR_SET_PDEATHSIG``); every ending — the job's own, a stop, a stall, a caller's exception — kills
 the group, drains what the job had sent and writes it. Records the store cannot take now (locked,
 disk full) are kept and retried, then spooled beside the store and merged when it is next opened.
-The wait ends when the job's process exits, even if something else still holds its pipe.
+The wait ends when the job's process exits, even if something else still holds its pipe. A plain worker job is
+forked by the warm launcher, which has torch and transformers imported already; the others start as a new process
+(``tcbench.runner.zygote_client``; ``TCBENCH_LAUNCHER=spawn`` starts every job as a new process).
 
 The job speaks ``tcbench.job.protocol``; what each message changes in the result is ``tcbench.runner.inbox``'s,
 how the job ended ``tcbench.runner.ending``'s, and its figures are computed in ``tcbench.measure.job``.
@@ -40,6 +42,7 @@ from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_
 from tcbench.runner.ending import conclude
 from tcbench.runner.inbox import Observer, handle
 from tcbench.runner.preflight import check as preflight
+from tcbench.runner.zygote_client import Forked, JobProcess, start_job
 from tcbench.host.probe import peak_flops
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import JobSpec
@@ -212,14 +215,14 @@ def _reader(stream: Any, q: queue.Queue) -> None:
     q.put(None)
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def _signal_group(proc: JobProcess, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)   # the job and everything it started (it leads its own process group)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill(proc: JobProcess) -> None:
     """End the job's process group: SIGTERM, then SIGKILL after 1 s (a stopped process only obeys SIGKILL)."""
     if proc.poll() is None:
         _signal_group(proc, signal.SIGTERM)
@@ -231,7 +234,7 @@ def _kill(proc: subprocess.Popen) -> None:
     _signal_group(proc, signal.SIGKILL)   # helpers it started that outlived it
 
 
-def _await_exit(proc: subprocess.Popen, stop: threading.Event | None) -> None:
+def _await_exit(proc: JobProcess, stop: threading.Event | None) -> None:
     """Give a process whose pipe closed without an ``end`` message up to _EOF_GRACE_S to exit by itself, so that
     its own exit code (not our SIGTERM) says how it ended; a stop request cuts the wait short."""
     deadline = time.monotonic() + _EOF_GRACE_S
@@ -340,11 +343,15 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
     log_path = run_dir / "worker.log"
     t0 = time.monotonic()
     argv, cwd, extra = _command(spec, write_fd, run_dir, cache)
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**job_env(spec, cache, run_dir), **extra}, pass_fds=(write_fd,), cwd=cwd,
-                                start_new_session=True)   # its own process group: ended as one
-    os.close(write_fd)
+    try:
+        with open(log_path, "w") as log:   # its own process group, ended as one; forked by the launcher if it can be
+            proc = start_job(spec, argv, cwd, {**job_env(spec, cache, run_dir), **extra}, write_fd, log, run_dir)
+    except BaseException:   # not started (a KeyboardInterrupt while the launcher imports): no pipe left open
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    result.extra["launcher"] = "fork" if isinstance(proc, Forked) else "spawn"
     writer.beat(worker_pid=proc.pid, artifacts=str(run_dir))
     q: queue.Queue = queue.Queue()
     reader = threading.Thread(target=_reader, args=(os.fdopen(read_fd), q), daemon=True)
@@ -369,7 +376,7 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
                                                         result.extra.get("counters_after_warmup")))
 
 
-def _wait(proc: subprocess.Popen, q: queue.Queue, spec: JobSpec, result: JobResult, writer: _Writer,
+def _wait(proc: JobProcess, q: queue.Queue, spec: JobSpec, result: JobResult, writer: _Writer,
           notify: Observer, stop: threading.Event | None, job: str, t0: float) -> tuple[End | None, str]:
     """Take the job's messages until it ends: (its own End or None, why the runner ended it or "")."""
     end: End | None = None

@@ -1,0 +1,320 @@
+"""Starting a job's process: forked by the warm launcher (``tcbench.job.zygote``) when it can be, else a new one.
+
+The launcher forks plain worker jobs (eager or inductor, one process, not ``debug``) whose environment is the one
+it was started with; everything else — a script, an XLA job, a torchrun job, a debug job — and every job when
+``TCBENCH_LAUNCHER=spawn`` starts as a new ``python -m tcbench.job.worker`` process, as before. One launcher per
+runner process, started by the first job it can fork (that job waits for its imports) and again when the jobs'
+environment changes (the old one ends once its last child has); it is keyed on the whole job environment except
+the per-job paths (run folder, compile caches), which nothing reads at import, plus the Python executable and the
+newest change to tcbench's source. When the launcher cannot start, refuses or dies, the job starts as a new
+process and its log says why: a job never fails because the fast path did.
+
+A forked job is handled like a Popen (``Forked``: pid, poll, wait, returncode; its exit status comes from the
+launcher, its parent). The launcher is started from one long-lived thread of this process: its parent-death
+signal follows the thread that started it, and a job may be started from a short-lived one (the panel's); it also
+exits when its control socket closes. Several threads may start jobs at once; a forked copy of this process (the
+tuning workers) starts a launcher of its own. The first job waits for the launcher's imports at most its
+``stall_s`` (a stop request is seen once it has started).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from itertools import count
+from pathlib import Path
+from queue import Queue
+from typing import IO, Any, NoReturn, Protocol
+
+from tcbench.core.spec import JobSpec
+from tcbench.host.paths import home, private_dir
+from tcbench.job.zygote import RUN_DIR, launcher_environ, receive, send
+
+LAUNCHER_ENV = "TCBENCH_LAUNCHER"
+# read by a job while it runs (the per-job paths) or by the runner: never at import, so not in the launcher's key
+_NOT_AT_IMPORT = frozenset({RUN_DIR, "TORCHINDUCTOR_CACHE_DIR", "TCBENCH_XLA_CACHE", LAUNCHER_ENV})
+_ANSWER_S = 30.0    # a fork is answered in milliseconds; the launcher is single-threaded and never busy for long
+_SOURCE = Path(__file__).resolve().parents[1]
+
+
+class LaunchError(RuntimeError):
+    """The launcher could not start this job (the runner then starts it as a new process)."""
+
+
+class JobProcess(Protocol):
+    """What the runner uses of a job's process: a ``subprocess.Popen`` or a ``Forked``."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+class Forked:
+    """A job the launcher forked, used as a Popen; its exit status is reported by the launcher."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._exited = threading.Event()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._exited.wait(timeout):
+            raise subprocess.TimeoutExpired(f"forked job {self.pid}", timeout or 0.0)
+        return self.returncode   # type: ignore[return-value]
+
+    def ended(self, returncode: int) -> None:
+        self.returncode = returncode
+        self._exited.set()
+
+
+def forkable(spec: JobSpec) -> bool:
+    """Whether the launcher may fork this job: a plain worker job on a backend that runs in the launcher's imports."""
+    return spec.script is None and spec.world_size == 1 and spec.backend in ("eager", "inductor") and not spec.debug
+
+
+def start_job(spec: JobSpec, argv: list[str], cwd: str, env: dict[str, str], msg_fd: int, log: IO[str],
+              run_dir: Path) -> JobProcess:
+    """The job's process, in its own process group: forked by the launcher, else started as ``argv``."""
+    mode = os.environ.get(LAUNCHER_ENV, "fork")
+    if mode not in ("fork", "spawn"):
+        _note(log, f"{LAUNCHER_ENV}={mode!r} is neither 'fork' nor 'spawn'; this job starts as a new process")
+    elif mode == "fork" and forkable(spec):
+        request = {"spec": spec.to_json(), "run_dir": str(run_dir), "cwd": cwd, "env": env}
+        try:
+            return _LAUNCHER.fork(request, (msg_fd, log.fileno()), ready_s=spec.stall_s)
+        except Exception as exc:  # noqa: BLE001 - the fast path failing never fails the job
+            _note(log, f"the warm launcher could not start this job ({exc}); it starts as a new process")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                            pass_fds=(msg_fd,), cwd=cwd, start_new_session=True)   # its own process group
+
+
+def _note(log: IO[str], line: str) -> None:
+    log.write(f"[tcbench] {line}\n")
+    log.flush()
+
+
+def _source_stamp() -> int:
+    """The newest modification of tcbench's source: a launcher never serves code older than the caller's."""
+    return max(p.stat().st_mtime_ns for p in _SOURCE.rglob("*.py"))
+
+
+def _key(env: dict[str, str]) -> tuple:
+    return sys.executable, _source_stamp(), tuple(sorted((k, v) for k, v in env.items() if k not in _NOT_AT_IMPORT))
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Starter:
+    """Starts launcher processes from one long-lived thread (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._todo: Queue = Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
+        done: Future = Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True, name="tcbench-launcher-starter")
+                self._thread.start()
+        self._todo.put((done, argv, kwargs))
+        return done.result()
+
+    def _run(self) -> None:
+        while True:
+            done, argv, kwargs = self._todo.get()
+            try:
+                done.set_result(subprocess.Popen(argv, **kwargs))
+            except BaseException as exc:  # noqa: BLE001 - handed to the thread that asked
+                done.set_exception(exc)
+
+
+class _Zygote:
+    """One launcher process, seen from here: its control socket, the requests waiting for an answer, its children."""
+
+    def __init__(self, key: tuple, env: dict[str, str], starter: _Starter) -> None:
+        self.key = key
+        self.broken = ""     # why it must not be started again for this key (it never became ready, or refused)
+        self.dead = False
+        self._retired = False
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._answers: dict[int, tuple[threading.Event, list]] = {}
+        self._jobs: dict[int, Forked] = {}
+        self._ids = count(1)
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            fd = theirs.fileno()
+            self._proc = starter.popen([sys.executable, "-m", "tcbench.job.zygote", str(fd)],
+                                       env=launcher_environ(env), pass_fds=(fd,), cwd=private_dir(home() / "runs"),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+        except BaseException:
+            self._sock.close()
+            raise
+        finally:
+            theirs.close()
+        threading.Thread(target=self._read, daemon=True, name="tcbench-launcher").start()
+
+    def fork(self, request: dict, fds: tuple[int, int], ready_s: float) -> Forked:
+        if not self._ready.wait(ready_s):
+            self._fail(f"the launcher was not ready within {ready_s:g} s")
+        if self.dead:
+            raise LaunchError(self.broken or "the launcher has exited")
+        answer: tuple[threading.Event, list] = (threading.Event(), [])
+        with self._lock:
+            rid = next(self._ids)
+            self._answers[rid] = answer
+        try:
+            send(self._sock, {"id": rid, **request}, fds)
+            if not answer[0].wait(_ANSWER_S):
+                raise LaunchError(f"the launcher did not answer within {_ANSWER_S:g} s")
+        except BaseException:
+            with self._lock:
+                answered = self._answers.pop(rid, None) is None
+            if answered and answer[1] and isinstance(answer[1][0], Forked):   # forked for a caller that left
+                _signal_group(answer[1][0].pid, signal.SIGKILL)
+            raise
+        got = answer[1][0]
+        if isinstance(got, LaunchError):   # it exited meanwhile
+            raise got
+        if isinstance(got, Forked):
+            return got
+        self._fail(got)   # it refused: it would refuse the next job too
+
+    def abandon(self) -> None:
+        """Drop this process's copy of the socket (see ``_Launcher.forget``)."""
+        self._sock.close()
+
+    def retire(self) -> None:
+        """No new jobs: it ends once its last child has."""
+        with self._lock:
+            self._retired = True
+            idle = not self._jobs
+        if idle:
+            self._close()
+
+    def _fail(self, why: str) -> NoReturn:
+        """It must not serve again, nor be restarted for this key."""
+        self.broken = why
+        self._close()
+        raise LaunchError(why)
+
+    def _close(self) -> None:
+        with self._lock, contextlib.suppress(OSError):
+            if not self.dead:   # its end of the socket sees EOF: it ends its children and exits
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+    def _read(self) -> None:
+        try:
+            while True:
+                message, fds = receive(self._sock)
+                for fd in fds:
+                    os.close(fd)
+                if message is None:
+                    return
+                self._take(message)
+        except (OSError, ValueError):
+            return
+        finally:
+            self._gone()
+
+    def _take(self, message: dict) -> None:
+        if "ready" in message:
+            self._ready.set()
+        elif "id" in message:
+            self._answer(message)
+        elif "exited" in message:
+            with self._lock:
+                job = self._jobs.pop(message["exited"], None)
+                idle = self._retired and not self._jobs
+            if job is not None:
+                job.ended(message["returncode"])
+            if idle:
+                self._close()
+        elif "error" in message:   # before ready: its imports failed, or it is unsafe to fork
+            self.broken = message["error"]
+
+    def _answer(self, message: dict) -> None:
+        """A fork's outcome, to the thread waiting for it; a child whose caller has gone is killed."""
+        job = Forked(message["pid"]) if "pid" in message else None
+        with self._lock:
+            if job is not None:
+                self._jobs[job.pid] = job
+            answer = self._answers.pop(message["id"], None)
+            if answer is not None:
+                answer[1].append(job or message["error"])
+        if answer is not None:
+            answer[0].set()
+        elif job is not None:
+            _signal_group(job.pid, signal.SIGKILL)
+
+    def _gone(self) -> None:
+        """The launcher has exited (or said something unreadable: it is told to): its children died with it
+        (parent-death signal); nobody waits in vain."""
+        self._close()
+        returncode = self._proc.wait()
+        with self._lock:
+            self.dead = True
+            self._sock.close()
+            self.broken = self.broken or ("" if self._ready.is_set() else f"the launcher exited with code {returncode}")
+            jobs, self._jobs = list(self._jobs.values()), {}
+            answers, self._answers = list(self._answers.values()), {}
+        self._ready.set()
+        for event, got in answers:
+            got.append(LaunchError(f"the launcher exited with code {returncode}"))
+            event.set()
+        for job in jobs:
+            _signal_group(job.pid, signal.SIGKILL)
+            job.ended(-signal.SIGKILL)
+
+
+class _Launcher:
+    """This process's launcher: the one for the current job environment."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current: _Zygote | None = None
+        self._starter = _Starter()
+
+    def forget(self) -> None:
+        """In a forked copy of this process (tuning workers): the parent's launcher, its threads and its lock are
+        not this process's; the inherited socket is closed here, never shut down (that would end the parent's)."""
+        if self._current is not None:
+            self._current.abandon()
+        self._lock, self._current, self._starter = threading.Lock(), None, _Starter()
+
+    def fork(self, request: dict, fds: tuple[int, int], ready_s: float) -> Forked:
+        key = _key(request["env"])
+        with self._lock:
+            zygote = self._current
+            if zygote is not None and zygote.key == key and zygote.broken:
+                raise LaunchError(f"{zygote.broken} (earlier in this process)")
+            if zygote is None or zygote.key != key or zygote.dead:
+                if zygote is not None:
+                    zygote.retire()
+                zygote = self._current = _Zygote(key, {k: v for k, v in request["env"].items()
+                                                       if k not in _NOT_AT_IMPORT}, self._starter)
+        return zygote.fork(request, fds, ready_s)
+
+
+_LAUNCHER = _Launcher()
+os.register_at_fork(after_in_child=_LAUNCHER.forget)

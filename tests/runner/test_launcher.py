@@ -1,0 +1,234 @@
+"""Real tiny jobs forked by the warm launcher (tcbench.job.zygote): they train, they die with their parent and so
+does the launcher, a stopped job leaves nothing behind, a launcher that dies takes its job with it and is replaced,
+and the jobs it must not fork start as new processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import Callable
+
+import psutil
+import pytest
+
+import tcbench as tc
+from tcbench import JobSpec, Store
+from tcbench.host.processes import pid_alive
+from tcbench.runner import zygote_client as zc
+from tcbench.store.api import home
+
+pytestmark = pytest.mark.integration
+
+TINY = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=24, warmup_steps=3, lr=2e-3, seed=0,
+               dropout=0.0, threads=1)
+
+
+@pytest.fixture(autouse=True)
+def _fork_mode(monkeypatch):
+    monkeypatch.delenv(zc.LAUNCHER_ENV, raising=False)
+
+
+def _working_for(run_dir: str) -> list[int]:
+    """Live processes whose environment (as /proc shows it) names this run folder."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TCBENCH_RUN_DIR") == run_dir and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _gone(*pids: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(pid_alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _wait_for(predicate, within: float, what: str):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} did not happen within {within:.0f} s")
+
+
+def _parents(store: Store) -> tuple[dict[int, tuple[int, int]], Callable[[dict], None]]:
+    """An observer that notes, when a job starts loading, its pid and its parent's; and the notes."""
+    seen: dict[int, tuple[int, int]] = {}
+
+    def observer(event: dict) -> None:
+        if event["type"] == "phase" and event["phase"] == "loading":
+            pid = int(store.run_row(event["run_id"])["worker_pid"])
+            seen[event["run_id"]] = (pid, psutil.Process(pid).ppid())
+
+    return seen, observer
+
+
+def test_jobs_are_forked_by_one_launcher_and_train_as_before():
+    """The first job starts the launcher from a short-lived thread (as the panel does); the launcher outlives the
+    thread and forks the next job too."""
+    store = Store()
+    seen, observer = _parents(store)
+    results: list[tc.JobResult] = []
+    first = threading.Thread(target=lambda: results.append(tc.run(TINY, observer, store=store)))
+    first.start()
+    first.join()
+    results.append(tc.run(TINY.replace(seed=1), observer, store=store))
+    for r in results:
+        assert r.status == "ok" and r.extra["launcher"] == "fork", (r.error, r.log_tail)
+        assert len(r.records) == 24 and r.figures.median_step_s > 0 and r.device == "cpu"
+        assert len(tc.steps(r.run_id, store)) == 24 and r.env["threads"] == 1
+    (job1, launcher1), (job2, launcher2) = seen.values()
+    assert launcher1 == launcher2 and job1 != job2 and pid_alive(launcher1)
+    assert "tcbench.job.zygote" in psutil.Process(launcher1).cmdline()
+    assert not any(_working_for(r.artifacts) for r in results) and _gone(job1, job2)
+
+
+def _with_steps(store: Store, n: int) -> dict | None:
+    """The latest run's row once it has ``n`` stored steps."""
+    runs = store.runs()
+    if runs.empty:
+        return None
+    run_id = int(runs.iloc[-1].run_id)
+    return store.run_row(run_id) if len(tc.steps(run_id, store)) >= n else None
+
+
+_PARENT = textwrap.dedent("""
+    import sys
+    import tcbench as tc
+    tc.run(tc.JobSpec.from_json(sys.argv[1]))
+""")
+
+
+def test_a_forked_job_and_its_launcher_die_with_their_parent(tmp_path):
+    db = tmp_path / "parent.db"
+    Store(db)
+    env = {**os.environ, "TCBENCH_DB": str(db), "TCBENCH_HOME": str(home())}
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, TINY.replace(steps=100_000).to_json()], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        row = _wait_for(lambda: _with_steps(Store(db), 3), 180, "3 stored steps")
+        job = int(row["worker_pid"])
+        launcher = psutil.Process(job).ppid()
+        assert psutil.Process(launcher).ppid() == parent.pid
+        assert "tcbench.job.zygote" in psutil.Process(launcher).cmdline()
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert _gone(job, launcher), "the job or its launcher outlived their parent"
+    assert not _working_for(row["artifacts"])
+
+
+def test_a_stopped_job_leaves_no_process_behind_and_the_launcher_serves_on():
+    store = Store()
+    stop = threading.Event()
+    seen, noted = _parents(store)
+
+    def observer(event: dict) -> None:
+        noted(event)
+        if event["type"] == "step" and event["record"].step == 3:
+            stop.set()
+
+    r = tc.run(TINY.replace(steps=100_000), observer, stop=stop, store=store)
+    assert r.status == "interrupted" and r.error.startswith("stopped by the user") and r.extra["launcher"] == "fork"
+    assert len(tc.steps(r.run_id, store)) == len(r.records) >= 4
+    (job, launcher), = seen.values()
+    assert _gone(job) and not _working_for(r.artifacts) and pid_alive(launcher)
+    again = tc.run(TINY.replace(steps=4, warmup_steps=1), store=store)
+    assert again.status == "ok" and again.extra["launcher"] == "fork"
+
+
+def test_a_launcher_that_dies_takes_its_job_with_it_and_the_next_job_gets_a_new_one():
+    store = Store()
+    seen, noted = _parents(store)
+
+    def observer(event: dict) -> None:
+        noted(event)
+        if event["type"] == "step" and event["record"].step == 3:
+            os.kill(seen[event["run_id"]][1], signal.SIGKILL)
+
+    r = tc.run(TINY.replace(steps=100_000), observer, store=store)
+    assert r.status == "interrupted" and "killed by SIGKILL" in r.error, (r.error, r.log_tail)
+    assert len(tc.steps(r.run_id, store)) == len(r.records) >= 4
+    (job, launcher), = seen.values()
+    assert _gone(job, launcher) and not _working_for(r.artifacts)
+    again = tc.run(TINY.replace(steps=4, warmup_steps=1), noted, store=store)
+    assert again.status == "ok" and again.extra["launcher"] == "fork" and seen[again.run_id][1] != launcher
+
+
+def test_spawn_mode_and_a_script_job_start_a_new_process(tmp_path, monkeypatch):
+    store = Store()
+    monkeypatch.setenv(zc.LAUNCHER_ENV, "spawn")
+    spawned = tc.run(TINY.replace(steps=4, warmup_steps=1), store=store)
+    assert spawned.status == "ok" and spawned.extra["launcher"] == "spawn" and len(spawned.records) == 4
+    monkeypatch.delenv(zc.LAUNCHER_ENV)
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from a script')\n")
+    r = tc.run(JobSpec(script=str(script), steps=4, warmup_steps=1, threads=1), store=store)
+    assert r.extra["launcher"] == "spawn" and "hello from a script" in r.log_tail
+    assert r.status == "failed" and "without reporting a step" in r.error
+
+
+def test_a_forked_copy_of_the_runner_starts_a_launcher_of_its_own():
+    """Tuning workers are forked from the runner's process: the parent's launcher (its socket, threads, lock) is not
+    theirs, and it still serves the parent afterwards."""
+    import multiprocessing
+
+    store = Store()
+    seen, noted = _parents(store)
+    short = TINY.replace(steps=4, warmup_steps=1)
+    first = tc.run(short, noted, store=store)
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.SimpleQueue()
+
+    def worker() -> None:
+        own = Store(store.path)
+        seen_here, noted_here = _parents(own)
+        r = tc.run(short, noted_here, store=own)
+        out.put((r.status, r.extra.get("launcher"), list(seen_here.values())))
+
+    child = ctx.Process(target=worker)
+    child.start()
+    child.join(300)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    assert child.exitcode == 0 and not out.empty(), "the forked runner's job did not finish"
+    status, launcher, [(_, its_launcher)] = out.get()
+    assert status == "ok" and launcher == "fork" and its_launcher != seen[first.run_id][1]
+    again = tc.run(short, noted, store=store)
+    assert again.extra["launcher"] == "fork" and seen[again.run_id][1] == seen[first.run_id][1]
+
+
+def test_jobs_started_by_two_threads_at_once_are_both_forked():
+    store = Store()
+    seen, noted = _parents(store)
+    results: list[tc.JobResult] = []
+    start = threading.Barrier(2)
+
+    def job(seed: int) -> None:
+        start.wait()
+        results.append(tc.run(TINY.replace(steps=6, warmup_steps=1, seed=seed), noted, store=store))
+
+    threads = [threading.Thread(target=job, args=(seed,)) for seed in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.status for r in results] == ["ok", "ok"] and {r.extra["launcher"] for r in results} == {"fork"}
+    (job1, launcher1), (job2, launcher2) = seen.values()
+    assert job1 != job2 and launcher1 == launcher2 and _gone(job1, job2)

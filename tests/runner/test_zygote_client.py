@@ -1,0 +1,90 @@
+"""Which jobs the warm launcher forks and what the runner does when it cannot: no launcher and no training here
+(the launcher's own behaviour is tests/job/test_zygote.py's, real forked jobs tests/runner/test_launcher.py's)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tcbench import JobSpec
+from tcbench.runner import zygote_client as zc
+
+TINY = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=6, warmup_steps=2, threads=1)
+
+
+@pytest.mark.parametrize("spec, forked", [
+    (TINY, True), (TINY.replace(backend="inductor"), True), (TINY.replace(backend="xla"), False),
+    (TINY.replace(debug=True), False), (TINY.replace(nproc=2), False),
+    (JobSpec(script="train.py"), False)])
+def test_only_plain_worker_jobs_on_eager_or_inductor_are_forked(spec, forked):
+    assert zc.forkable(spec) is forked
+
+
+def _start(spec: JobSpec, tmp_path: Path):
+    """start_job for a stand-in command that exits at once; (the process, the log's text)."""
+    log_path = tmp_path / "worker.log"
+    read_fd, write_fd = os.pipe()
+    with open(log_path, "w") as log:
+        proc = zc.start_job(spec, [sys.executable, "-c", "pass"], str(tmp_path), dict(os.environ), write_fd, log,
+                            tmp_path)
+    os.close(write_fd)
+    os.close(read_fd)
+    assert proc.wait(timeout=60) == 0
+    return proc, log_path.read_text()
+
+
+@pytest.fixture
+def launcher_fails(monkeypatch):
+    asked = []
+
+    def fork(request, fds, ready_s):
+        asked.append(request)
+        raise zc.LaunchError("it could not import torch")
+
+    monkeypatch.setattr(zc._LAUNCHER, "fork", fork)
+    return asked
+
+
+def test_a_job_the_launcher_cannot_start_starts_as_a_new_process_and_its_log_says_why(tmp_path, launcher_fails,
+                                                                                   monkeypatch):
+    monkeypatch.delenv(zc.LAUNCHER_ENV, raising=False)
+    proc, log = _start(TINY, tmp_path)
+    assert isinstance(proc, subprocess.Popen) and len(launcher_fails) == 1
+    assert "the warm launcher could not start this job (it could not import torch); it starts as a new process" in log
+
+
+@pytest.mark.parametrize("spec, mode", [(TINY, "spawn"), (TINY.replace(backend="xla"), "fork"),
+                                        (JobSpec(script="train.py"), "fork")])
+def test_spawn_mode_and_ineligible_jobs_never_ask_the_launcher(spec, mode, tmp_path, launcher_fails, monkeypatch):
+    monkeypatch.setenv(zc.LAUNCHER_ENV, mode)
+    proc, log = _start(spec, tmp_path)
+    assert isinstance(proc, subprocess.Popen) and launcher_fails == [] and log == ""
+
+
+def test_an_unknown_launcher_mode_is_named_in_the_log_and_the_job_spawned(tmp_path, launcher_fails, monkeypatch):
+    monkeypatch.setenv(zc.LAUNCHER_ENV, "forkserver")
+    proc, log = _start(TINY, tmp_path)
+    assert isinstance(proc, subprocess.Popen) and launcher_fails == []
+    assert "TCBENCH_LAUNCHER='forkserver' is neither 'fork' nor 'spawn'" in log
+
+
+def test_the_launcher_is_keyed_on_the_import_time_environment_not_on_per_job_paths():
+    env = {"PYTHONPATH": "/a", "OMP_NUM_THREADS": "1", "TCBENCH_RUN_DIR": "/runs/1",
+           "TORCHINDUCTOR_CACHE_DIR": "/cache/1", "TCBENCH_LAUNCHER": "fork"}
+    same = {**env, "TCBENCH_RUN_DIR": "/runs/2", "TORCHINDUCTOR_CACHE_DIR": "/tmp/cold", "TCBENCH_LAUNCHER": "spawn"}
+    assert zc._key(env) == zc._key(same)
+    for change in ({"OMP_NUM_THREADS": "2"}, {"PYTHONPATH": "/b"}, {"USE_TORCH_XLA": "1"}, {"TORCH_LOGS": "+dynamo"}):
+        assert zc._key({**env, **change}) != zc._key(env), change
+
+
+def test_a_forked_handle_waits_like_a_popen():
+    job = zc.Forked(4242)
+    assert job.poll() is None and job.returncode is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        job.wait(timeout=0.01)
+    job.ended(-9)
+    assert job.poll() == -9 and job.wait() == -9 and job.wait(timeout=0) == -9
