@@ -327,20 +327,35 @@ TASK = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, s
 HUGE_LR = 1e4   # AdamW's decoupled weight decay multiplies weights by (1 - lr·0.01) = -99 per step: overflow, NaN
 
 
+def _proc(pid: int | str) -> tuple[list[str], int]:
+    """(command line, parent pid) of a process; OSError when it is gone."""
+    d = Path("/proc") / str(pid)
+    args = [a.decode(errors="replace") for a in (d / "cmdline").read_bytes().split(b"\0") if a]
+    return args, int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _workers(parent: int | None = None, folder: str | None = None) -> dict[int, str]:
-    """Job processes (``python -m tcbench.job.worker ... <run folder>``): pid -> run folder."""
+    """Job processes: pid -> run folder. A spawned job is ``python -m tcbench.job.worker ... <run folder>``, a child
+    of the runner; a forked one is a child of the runner's warm launcher (``tcbench.job.zygote``), its run folder in
+    its environment."""
     found = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
-            args = [a.decode(errors="replace") for a in (d / "cmdline").read_bytes().split(b"\0") if a]
-            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            args, ppid = _proc(d.name)
+            if "tcbench.job.worker" in args:
+                owner, run_dir = ppid, args[-1]
+            elif "tcbench.job.zygote" in args and "tcbench.job.zygote" in _proc(ppid)[0]:
+                owner = _proc(ppid)[1]
+                env = dict(v.split(b"=", 1) for v in (d / "environ").read_bytes().split(b"\0") if b"=" in v)
+                run_dir = env.get(b"TCBENCH_RUN_DIR", b"").decode(errors="replace")
+            else:
+                continue
         except (OSError, IndexError, ValueError):
             continue   # gone meanwhile, or a zombie
-        if "tcbench.job.worker" in args and (parent is None or ppid == parent) and (
-                folder is None or any(folder in a for a in args)):
-            found[int(d.name)] = args[-1]
+        if (parent is None or owner == parent) and (folder is None or folder in run_dir):
+            found[int(d.name)] = run_dir
     return found
 
 
