@@ -293,6 +293,9 @@ def main() -> None:
     os.environ.setdefault("TCBENCH_DB", str(Path(tempfile.gettempdir()) / "tcbench-trust.db"))
     path = HERE / "trust.json"
     data = json.loads(path.read_text()) if a.only and path.exists() else {}
+    for key in ("aa_quiet", "aa_load", "time_to_verdict"):   # rows of the format before adaptive rounds
+        if key in data and (not isinstance(data[key], list) or not data[key] or "low" not in data[key][0]):
+            del data[key]
     data.update(load=a.load, date=time.strftime("%Y-%m-%d"))
     parts = a.only or PARTS
 
