@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from waiting import wait_for as _wait_for
 
 import tcbench as tc
 from tcbench import JobSpec, Store
@@ -99,16 +100,6 @@ def _parent(db: Path, spec: JobSpec) -> subprocess.Popen:
     env = {**os.environ, "TCBENCH_DB": str(db), "TCBENCH_HOME": str(home())}
     return subprocess.Popen([sys.executable, "-c", _PARENT, spec.to_json()], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _wait_for(predicate, within: float, what: str):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} did not happen within {within:.0f} s")
 
 
 def _sigkill_parent(tmp_path: Path, spec: JobSpec, when_steps: int) -> tuple[dict, int, int]:

@@ -15,6 +15,7 @@ from typing import Callable
 
 import psutil
 import pytest
+from waiting import wait_for as _wait_for
 
 import tcbench as tc
 from tcbench import JobSpec, Store
@@ -52,16 +53,6 @@ def _gone(*pids: int, within: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return False
-
-
-def _wait_for(predicate, within: float, what: str):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"{what} did not happen within {within:.0f} s")
 
 
 def _parents(store: Store) -> tuple[dict[int, tuple[int, int]], Callable[[dict], None]]:
