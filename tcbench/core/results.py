@@ -50,7 +50,8 @@ class JobFigures:
     Spread of the steady steps: ``step_iqr_s`` (interquartile range) and ``step_cv`` (coefficient of
     variation). ``cpu_share``: CPU time ÷ (wall time × threads) over the steady steps; ``wait_share``:
     the share of that time the job's threads were runnable but waiting for a CPU (Linux schedstat);
-    ``steal_share``: the share of the machine's CPU time a hypervisor took meanwhile (/proc/stat).
+    ``steal_share``: the share of the machine's CPU time a hypervisor took meanwhile (/proc/stat);
+    ``others_share``: the share of the pinned CPUs' time other processes used (None: not pinned).
     ``noisy`` with ``noise_reason`` in words when the machine interfered or the steps scatter.
     ``mfu`` is None when it cannot be reported honestly; ``mfu_note`` then says why.
     """
@@ -64,6 +65,7 @@ class JobFigures:
     cpu_share: float | None = None
     wait_share: float | None = None
     steal_share: float | None = None
+    others_share: float | None = None
     noisy: bool = False
     noise_reason: str = ""
     warmup_s: float | None = None

@@ -91,6 +91,25 @@ def cpu_jiffies() -> tuple[int, int] | None:
     return (vals[7] if len(vals) > 7 else 0), sum(vals[:8])
 
 
+def cpus_busy_s(cpus: tuple[int, ...] | None) -> float | None:
+    """Seconds the CPUs ``cpus`` have been busy (not idle, not waiting for I/O) since boot, whoever ran on them
+    (/proc/stat's per-CPU lines), or None."""
+    if not cpus:
+        return None
+    wanted, busy = {f"cpu{c}" for c in cpus}, 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *vals = line.split()
+                if name in wanted:
+                    v = [int(x) for x in vals[:8]]
+                    busy += sum(v) - v[3] - v[4]   # minus idle and iowait
+                    wanted.discard(name)
+    except (OSError, ValueError):
+        return None
+    return None if wanted else busy / os.sysconf("SC_CLK_TCK")
+
+
 def gpu_env() -> dict:
     """GPU name, CUDA version and driver when a GPU is present (stored with the run's environment)."""
     import torch
@@ -140,25 +159,32 @@ def pin_cpus(threads: int, world_size: int) -> tuple[int, ...] | None:
     return cpus
 
 
-def steady_start(main_only: bool = False) -> tuple:
-    """Where the steady steps begin: (wall, CPU, run-queue wait, machine jiffies), for ``send_sched``."""
-    return time.perf_counter(), time.process_time(), sched_wait_s(main_only), cpu_jiffies()
+def steady_start(main_only: bool = False, cpus: tuple[int, ...] | None = None) -> tuple:
+    """Where the steady steps begin: (wall, CPU, run-queue wait, machine jiffies, busy seconds of the pinned
+    ``cpus``), for ``send_sched``. ``main_only`` None: no run-queue wait (see ``send_sched``)."""
+    wait = None if main_only is None else sched_wait_s(main_only)
+    return time.perf_counter(), time.process_time(), wait, cpu_jiffies(), cpus_busy_s(cpus)
 
 
-def send_sched(chan: Channel, since: tuple | None, main_only: bool = False, cpus: tuple[int, ...] | None = None) -> None:
+def send_sched(chan: Channel, since: tuple | None, main_only: bool | None = False,
+               cpus: tuple[int, ...] | None = None) -> None:
     """Over the steady steps since ``since`` (``steady_start``): wall, CPU and run-queue wait seconds (the parent
-    derives the shares); ``main_only``: the wait is the main thread's (``sched_wait_s``); ``cpus``: the CPUs the
-    steps were pinned to (``pin_cpus``)."""
+    derives the shares); ``main_only``: the wait is the main thread's (``sched_wait_s``), None: no wait at all;
+    ``cpus``: the CPUs the steps were pinned to (``pin_cpus``), with the share of their time other processes used
+    (their busy time minus this process's CPU time, over wall x CPUs)."""
     if since is None:
         return
     wall, cpu = time.perf_counter() - since[0], time.process_time() - since[1]
-    wait, jiffies = sched_wait_s(main_only), cpu_jiffies()
-    steal = None
+    wait = None if main_only is None else sched_wait_s(main_only)
+    jiffies, busy = cpu_jiffies(), cpus_busy_s(cpus)
+    steal = others = None
     if jiffies and since[3] and jiffies[1] > since[3][1]:
         steal = (jiffies[0] - since[3][0]) / (jiffies[1] - since[3][1])
+    if busy is not None and since[4] is not None and wall > 0:
+        others = min(max((busy - since[4] - cpu) / (wall * len(cpus)), 0.0), 1.0)
     chan.send(Sched(wall_s=wall, cpu_s=cpu, wait_s=None if wait is None or since[2] is None else wait - since[2],
-                    steal_share=steal, wait_main_only=main_only,
-                    cpus=None if cpus is None else list(cpus)))
+                    steal_share=steal, wait_main_only=bool(main_only),
+                    cpus=None if cpus is None else list(cpus), others_share=others))
 
 
 def finish(chan: Channel, backend: Any, spec: JobSpec, run_dir: str, status: str, error: str) -> None:

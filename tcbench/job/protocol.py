@@ -129,6 +129,7 @@ class Sched:
     steal_share: float | None
     wait_main_only: bool = False
     cpus: list[int] | None = _optional()   # the CPUs the steady steps were pinned to (None: not pinned)
+    others_share: float | None = _optional()   # the share of those CPUs' time other processes used
 
 
 @dataclass(frozen=True)

@@ -157,13 +157,17 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     chan.send(Phase("compiling" if spec.compiled else "warmup"))
     steady_from: tuple | None = None    # (wall, cpu, schedstat wait) when the steady steps began
     # a rank's communication threads or a runtime's own (XLA) wait for a CPU by themselves: the main thread's wait
-    main_only = world > 1 or backend.runtime_threads
+    main_only: bool | None = world > 1 or backend.runtime_threads
     cpus: tuple[int, ...] | None = None
     for step in range(spec.steps):
         if step == spec.warmup_steps:
             chan.send(Phase("measuring"))
             cpus = pin_cpus(torch.get_num_threads(), spec.world_size)
-            steady_from = steady_start(main_only=main_only)
+            if cpus is not None and backend.runtime_threads:
+                # a runtime's own threads share the pinned CPUs with the main thread, which then waits for its own
+                # process (XLA: 17 % of the time on a quiet machine): other processes' use of those CPUs says it
+                main_only = None
+            steady_from = steady_start(main_only=main_only, cpus=cpus)
         batch = next(it)
         seq, samples = seq_len_of(batch), batch_size_of(batch)
         c0 = time.process_time()   # CPU time of all this process's threads: how much of the step it had the CPU

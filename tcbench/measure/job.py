@@ -61,7 +61,8 @@ def figures(records: Sequence[StepRecord], spec: JobSpec, probe: dict, threads: 
     """A job's figures (``metrics.job_figures``) from its records, its spec, the MFU reference, its threads, its
     ``Sched`` values and ``given``: what it reported itself (n_params, flops_per_step, ``compile_counts``)."""
     return job_figures(records, counted_batch_size(spec, records), spec.warmup_steps, threads=threads,
-                       wait_share=wait_share(sched, threads), steal_share=sched.get("steal_share"), probe=probe,
+                       wait_share=wait_share(sched, threads), steal_share=sched.get("steal_share"),
+                       others_share=sched.get("others_share"), probe=probe,
                        blocks=spec.world_size > 1, **given)
 
 

@@ -44,7 +44,8 @@ def steady(records: Sequence[StepRecord]) -> list[StepRecord]:
 
 
 def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share: float | None,
-           steal_share: float | None, blocks: bool = False) -> tuple[float | None, float | None, float | None, list[str]]:
+           steal_share: float | None, blocks: bool = False,
+           others_share: float | None = None) -> tuple[float | None, float | None, float | None, list[str]]:
     """IQR, CV, CPU share of the steady steps and the reasons to distrust them. ``blocks``: the job blocks in its
     own collectives (a data-parallel rank waits for the others' gradients), so a CPU share below 1 is no sign of
     another process; only its threads' wait for a CPU (the run queue) says so."""
@@ -68,8 +69,12 @@ def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share
             lost.append(f"the job had the CPU {share:.0%} of its wall time ({threads} thread(s))")
     if wait_share is not None and wait_share > NOISY_WAIT_SHARE:
         lost.append(f"its threads waited for a CPU {wait_share:.0%} of the time")
+    others = others_share is not None and others_share > NOISY_WAIT_SHARE
+    if others:
+        lost.append(f"other processes used its CPUs {others_share:.0%} of the time")
     if lost:   # a wait alone may be the job's own threads outnumbering the cores (XLA's CPU runtime keeps its own)
-        why = ("another process was running" if len(lost) > 1 or wait_share is None or wait_share <= NOISY_WAIT_SHARE
+        why = ("another process was running" if others or len(lost) > 1 or wait_share is None
+               or wait_share <= NOISY_WAIT_SHARE
                else "another process was running, or the job's threads outnumbered the cores (a runtime's own "
                     "threads count: XLA's on CPU)")
         reasons.append(" and ".join(lost) + ": " + why)
@@ -82,7 +87,7 @@ def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share
 
 def job_figures(records: Sequence[StepRecord], batch_size: int, warmup_steps: int, threads: int | None = None,
                 wait_share: float | None = None, probe: dict | None = None, steal_share: float | None = None,
-                blocks: bool = False, **given: Any) -> JobFigures:
+                blocks: bool = False, others_share: float | None = None, **given: Any) -> JobFigures:
     """All of a job's figures from its step records (``blocks``: a data-parallel job, see ``_noise``).
 
     ``probe``: the matmul peak used for MFU (``{"flops": ..., "disturbed": reason or ""}``);
@@ -98,9 +103,10 @@ def job_figures(records: Sequence[StepRecord], batch_size: int, warmup_steps: in
         return JobFigures(**fig)
     med = statistics.median(r.step_s for r in st)
     tokens = statistics.median(batch_size * r.seq_len for r in st)
-    iqr, cv, share, reasons = _noise(st, med, threads, wait_share, steal_share, blocks)
+    iqr, cv, share, reasons = _noise(st, med, threads, wait_share, steal_share, blocks, others_share)
     fig.update(median_step_s=med, samples_s=batch_size / med, tokens_s=tokens / med, step_iqr_s=iqr, step_cv=cv,
-               cpu_share=share, wait_share=wait_share, steal_share=steal_share, noisy=bool(reasons), noise_reason="; ".join(reasons))
+               cpu_share=share, wait_share=wait_share, steal_share=steal_share, others_share=others_share,
+               noisy=bool(reasons), noise_reason="; ".join(reasons))
     if len(warm) == warmup_steps and warmup_steps > 0:
         fig["compile_latency_s"] = max(sum(r.step_s for r in warm) - warmup_steps * med, 0.0)
     fig["mfu"], fig["mfu_note"] = mfu(given.get("flops_per_step"), med, probe)

@@ -58,10 +58,10 @@ def test_a_jobs_figures_are_job_figures_with_its_reported_inputs():
     spec = JobSpec(batch_size=8, warmup_steps=2, steps=6, nproc=2, threads=1)
     recs = [_rec(0, 2.0, warmup=True), _rec(1, 1.0, warmup=True)] + [_rec(i, 0.5, cpu_s=0.5) for i in range(2, 6)]
     probe = {"flops": 1e3, "disturbed": ""}
-    sched = {"wall_s": 2.0, "wait_s": 0.5, "steal_share": 0.125, "wait_main_only": True}
+    sched = {"wall_s": 2.0, "wait_s": 0.5, "steal_share": 0.125, "wait_main_only": True, "others_share": 0.02}
     got = figures(recs, spec, probe, 2, sched, n_params=10, flops_per_step=100.0, recompiles_after_warmup=1)
     assert got == job_figures(recs, 8, 2, threads=2, wait_share=0.25, steal_share=0.125, probe=probe, blocks=True,
-                              n_params=10, flops_per_step=100.0, recompiles_after_warmup=1)
+                              others_share=0.02, n_params=10, flops_per_step=100.0, recompiles_after_warmup=1)
     assert (got.median_step_s, got.samples_s, got.tokens_s, got.wait_share, got.steal_share) == (0.5, 16.0, 512.0, 0.25,
                                                                                                   0.125)
     assert (got.compile_latency_s, got.mfu, got.peak_mem_bytes, got.recompiles_after_warmup) == (2.0, 0.2, 500, 1)

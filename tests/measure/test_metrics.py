@@ -58,6 +58,17 @@ def test_a_job_that_lost_the_cpu_is_noisy_with_its_reason():
 
 
 
+def test_other_processes_on_a_pinned_jobs_cpus_disturb_it_its_own_threads_do_not():
+    """A pinned job with a runtime's own threads (XLA) sends no wait, but the share of its CPUs' time that other
+    processes used: little is quiet, more than 10 % is another process, named as such."""
+    times = [0.1] * 12
+    alone = job_figures(recs(times, cpu=[0.1] * 12), 8, 2, threads=1, others_share=0.01)
+    assert alone.noisy is False and alone.others_share == 0.01
+    shared = job_figures(recs(times, cpu=[0.1] * 12), 8, 2, threads=1, others_share=0.4)
+    assert shared.noisy and "other processes used its CPUs 40% of the time: another process was running" \
+        in shared.noise_reason and "outnumbered" not in shared.noise_reason
+
+
 def test_a_data_parallel_rank_blocked_in_its_all_reduce_is_not_taken_for_a_busy_machine():
     times = [0.1] * 12   # rank 0 had the CPU 60 % of each step: the rest it waited for the other rank's gradients
     ddp = job_figures(recs(times, cpu=[0.06] * 12), 8, 2, threads=1, wait_share=0.01, blocks=True)
