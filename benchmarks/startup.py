@@ -40,6 +40,7 @@ SPEC = tc.JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=40,
                   dropout=0.0, threads=1)
 PHASES = ("start", "imports", "model+data", "to first step", "warmup", "steps")
 LAUNCHERS = ("spawn", "fork")
+SPREAD = ("to first step", "warmup")   # shown with their range over the rounds
 
 
 def timed_job(spec: tc.JobSpec, launcher: str) -> dict:
@@ -96,6 +97,8 @@ def summary(jobs: list[dict]) -> list[dict]:
         for launcher in LAUNCHERS:
             mine = [j for j in jobs if j["backend"] == backend and j["launcher"] == launcher]
             medians[launcher] = {k: statistics.median(j["phases"][k] for j in mine) for k in PHASES}
+            medians[launcher]["range"] = {k: (min(j["phases"][k] for j in mine), max(j["phases"][k] for j in mine))
+                                          for k in SPREAD}
             for figure in ("median_step_ms", "peak_mem_mib"):   # the job's own figures: the same either way
                 medians[launcher][figure] = statistics.median(j[figure] for j in mine)
             medians[launcher]["rounds"] = len(mine)
@@ -108,13 +111,15 @@ def summary(jobs: list[dict]) -> list[dict]:
 def markdown(data: dict) -> str:
     first = data["first_fork"]
     lines = [f"Measured {data['when']} on {data['machine']}; {data['spec']}; median of {data['rounds']} alternating "
-             "rounds per launcher; seconds.", "",
+             "rounds per launcher (the range over the rounds in brackets); seconds.", "",
              "| backend | launcher | start | imports | model+data | request → first step | warmup (compile) | "
              "steps | median step ms | peak mem MiB | to first step, spawn ÷ fork |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["summary"]:
         ratio = "" if r["ratio"] is None else f"**{r['ratio']:.1f}×**"
-        lines.append(f"| {r['backend']} | {r['launcher']} | " + " | ".join(f"{r[k]:.2f}" for k in PHASES)
+        cells = [f"{r[k]:.2f}" + (f" ({r['range'][k][0]:.2f}–{r['range'][k][1]:.2f})" if k in SPREAD else "")
+                 for k in PHASES]
+        lines.append(f"| {r['backend']} | {r['launcher']} | " + " | ".join(cells)
                      + f" | {r['median_step_ms']:.1f} | {r['peak_mem_mib']:.0f} | {ratio} |")
     lines += ["", f"The first forked job of a runner process also starts the launcher: {first['backend']} "
               f"{first['phases']['to first step']:.2f} s from the request to its first step "

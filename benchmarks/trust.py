@@ -10,7 +10,8 @@
 2. Time to a verdict: ``tc.compare()`` with its default settings (rounds added until ±5 % or 60 s), warm tiny GPT-2,
    eager vs inductor, quiet and beside the bursty process: seconds, rounds, the resolution reached, why it stopped.
 3. Truth: the same speedup from 10 alternating separate-process rounds of 150 steps each; the default compare's
-   interval must contain it.
+   interval should contain it. ``repeat``: ``--repeats`` more default compares on a quiet machine, each checked
+   against it (does its interval contain it; the difference over its standard error).
 4. XLA on CPU: eager vs xla with the default settings on a quiet machine (a decisive verdict when its interval
    excludes 1) and beside the bursty process.
 5. Job length: the same pair at 20, 40 and 80 steps per job, 6 rounds each: the spread of the per-round log ratios
@@ -236,6 +237,19 @@ def _verdict_line(name: str, r: dict | None) -> str:
             f"{r['verdict']} |")
 
 
+def _agreement(a: dict, b: dict) -> float:
+    """The difference of two speedups' logs over its standard error (each interval's half-width ÷ its t quantile):
+    within ±2, the two measurements agree."""
+    import math
+
+    from scipy import stats
+
+    def se(r: dict) -> float:
+        return math.log(r["high"] / r["low"]) / 2 / stats.t.ppf(0.975, max(r["rounds"] - 1, 1))
+
+    return (math.log(b["speedup"]) - math.log(a["speedup"])) / math.hypot(se(a), se(b))
+
+
 def markdown(data: dict) -> str:
     env = tc.profile("this-machine").label
     lines = [f"Measured {data.get('date', time.strftime('%Y-%m-%d'))} on {env}; A/A spec: {SPEC.model} {SPEC.size}, "
@@ -256,11 +270,15 @@ def markdown(data: dict) -> str:
               _verdict_line("eager vs xla, quiet", data.get("xla_quiet")),
               _verdict_line("eager vs xla, bursty busy process", data.get("xla_load"))]
     if data.get("truth"):
-        t, q = data["truth"], data.get("verdict_quiet") or {}
-        agree = (q.get("low") is not None and q["low"] <= t["speedup"] <= q["high"])
+        t = data["truth"]
+        answers = [q for q in [data.get("verdict_quiet"), *data.get("verdict_repeats", [])] if q and q.get("low")]
         lines += ["", f"Truth: {t['rounds']} alternating separate-process rounds of 150 steps: {t['speedup']:.3f}× "
-                      f"[{t['low']:.3f}, {t['high']:.3f}] in {t['seconds']:.0f} s; the default compare's interval "
-                      f"{'contains' if agree else 'does NOT contain'} it."]
+                      f"[{t['low']:.3f}, {t['high']:.3f}] in {t['seconds']:.0f} s.", "",
+                  "| default `compare()`, quiet | interval | contains the truth | difference ÷ its standard error |",
+                  "|---|---|---|---|"]
+        lines += [f"| {q['speedup']:.3f}× in {q['seconds']:.0f} s, {q['rounds']} rounds | [{q['low']:.3f}, "
+                  f"{q['high']:.3f}] | {'yes' if q['low'] <= t['speedup'] <= q['high'] else '**no**'} | "
+                  f"{_agreement(t, q):+.1f} |" for q in answers]
     if data.get("length"):
         lines += ["", "| steps per job | per-round log-ratio spread | s per round | rounds to ±5 % (Stein) | "
                       "time to ±5 % |", "|---|---|---|---|---|"]
@@ -278,7 +296,7 @@ def markdown(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-PARTS = ("coverage", "verdict", "truth", "xla", "length", "step", "rss")
+PARTS = ("coverage", "verdict", "repeat", "truth", "xla", "length", "step", "rss")
 
 
 def main() -> None:
@@ -286,6 +304,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=20, help="A/A comparisons per condition (quiet, loaded)")
     ap.add_argument("--load", type=int, default=1, help="bursty busy processes in the loaded condition")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the step and RSS truth measurements")
+    ap.add_argument("--repeats", type=int, default=3, help="more default compares on a quiet machine (the truth's)")
     ap.add_argument("--only", choices=PARTS, action="append", help="these parts only (the others are kept)")
     a = ap.parse_args()
     if a.pairs < 1 or a.rounds < 1 or a.load < 1:
@@ -306,6 +325,7 @@ def main() -> None:
     steps = {"verdict": [("verdict_quiet", lambda: time_to_verdict(0)),
                          ("verdict_load", lambda: time_to_verdict(a.load))],
              "truth": [("truth", lambda: truth(10))],
+             "repeat": [("verdict_repeats", lambda: [time_to_verdict(0) for _ in range(a.repeats)])],
              "xla": [("xla_quiet", lambda: time_to_verdict(0, "xla")),
                      ("xla_load", lambda: time_to_verdict(a.load, "xla"))],
              "length": [("length", job_length)],

@@ -30,7 +30,7 @@ def test_the_table_has_a_row_per_backend_and_launcher_and_the_ratio_on_the_fork_
     md = startup.markdown({"when": "today", "machine": "here", "spec": "tiny", "rounds": 3, "summary": rows,
                            "first_fork": jobs[1]})
     fork = next(line for line in md.splitlines() if line.startswith("| eager | fork |"))
-    assert "| 3.00 |" in fork and fork.endswith("| 30.0 | 80 | **2.7×** |")
+    assert "| 3.00 (2.00–4.00) |" in fork and fork.endswith("| 30.0 | 80 | **2.7×** |")
 
 
 @pytest.mark.parametrize("argv", [["--rounds", "0"], ["--backends", "xla"], ["--backends", ""]])
