@@ -29,7 +29,7 @@ from tcbench.core.results import JobFigures, JobResult, StepRecord
 from tcbench.runner.process import backend_status, run
 
 from tcbench.core.spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
-from tcbench.store.api import Store, StoreError
+from tcbench.store.api import Store, StoreError, StoreMissing
 from tcbench.job.track import StopTraining, compile_for_backend, device, track
 from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
                        project_scaling, scaling)
@@ -62,7 +62,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 __all__ = [
-    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "Profile",
+    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "StoreMissing", "Profile",
     "run", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",

@@ -23,7 +23,7 @@ from tcbench.runner.preflight import check as preflight
 from tcbench.runner.process import Observer, run
 from tcbench.runner.session import ComparisonSession, comparison_session
 from tcbench.core.spec import BACKENDS, JobSpec
-from tcbench.store.api import Store
+from tcbench.store.api import Store, StoreMissing
 
 DEFAULT_ROUNDS = 3          # a fixed number of rounds (noise_floor, and compare(rounds=...))
 DEFAULT_RESOLVE = 0.05      # compare()'s default: rounds are added until the interval is within ±5 % ...
@@ -375,7 +375,7 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
     """Rebuild a stored comparison (figures, steps and environment from the store, no rerun)."""
     from tcbench.store.history import result_from_row
 
-    store = store or Store()
+    store = store or Store(create=False)   # reading never creates a store
     row = store.comparison_row(comparison_id)
     info = json.loads(row.get("info_json") or "{}")
     rule = RoundsRule(**info["rule"]) if isinstance(info.get("rule"), dict) else None
@@ -436,8 +436,12 @@ def noise_floor(spec: JobSpec, rounds: int = DEFAULT_ROUNDS, observer: Observer 
 
 def latest_noise_floor(spec: JobSpec, store: Store | None = None) -> dict[str, Any] | None:
     """The newest stored noise floor for the same model, size, batch, sequence, precision and threads (or None)."""
-    df = (store or Store()).query("SELECT spec_json, info_json, created FROM comparisons WHERE kind='noise-floor' "
-                                  "AND status='done' ORDER BY comparison_id DESC")
+    try:
+        store = store or Store(create=False)   # reading never creates a store
+    except StoreMissing:
+        return None   # nothing measured yet
+    df = store.query("SELECT spec_json, info_json, created FROM comparisons WHERE kind='noise-floor' "
+                     "AND status='done' ORDER BY comparison_id DESC")
     keys = ("model", "size", "backend", "batch_size", "seq_len", "precision", "threads")
     for row in df.itertuples():
         other = json.loads(row.spec_json)

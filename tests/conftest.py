@@ -18,6 +18,9 @@ def _session_store(tmp_path_factory: pytest.TempPathFactory):
     """Every test session writes to its own SQLite store, never the user's."""
     if not os.environ.get("TCBENCH_KEEP_DB"):
         os.environ["TCBENCH_DB"] = str(tmp_path_factory.mktemp("store") / "tcbench.db")
+    from tcbench import Store
+
+    Store()   # made, as a user's is once anything ran: reading a store that was never made is an error
     yield
 
 

@@ -50,15 +50,15 @@ def _as_postgres(args: list, **kw) -> subprocess.Popen:
 
 
 def _ready(port: int, proc: subprocess.Popen, log: Path, deadline: float) -> None:
-    import psycopg2
+    import psycopg
 
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"postgres exited with {proc.returncode}: {log.read_text()[-2000:]}")
         try:
-            psycopg2.connect(host="127.0.0.1", port=port, user=USER, dbname="postgres", connect_timeout=2).close()
+            psycopg.connect(host="127.0.0.1", port=port, user=USER, dbname="postgres", connect_timeout=2).close()
             return
-        except psycopg2.OperationalError:
+        except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"postgres did not accept connections in time: {log.read_text()[-2000:]}")
             time.sleep(0.1)
@@ -66,7 +66,6 @@ def _ready(port: int, proc: subprocess.Popen, log: Path, deadline: float) -> Non
 
 def server(db: str = "tcbench") -> Iterator[str]:
     """Start a server, create database ``db``, yield ``postgresql://postgres@127.0.0.1:PORT/db``, stop it."""
-    import psycopg2
 
     bin_dir, pw = binaries(), pwd.getpwnam(USER)
     tmp = Path(tempfile.mkdtemp(prefix="tcbench-pg-"))
@@ -85,11 +84,7 @@ def server(db: str = "tcbench") -> Iterator[str]:
                             stdout=f, stderr=subprocess.STDOUT, cwd=tmp)
     try:
         _ready(port, proc, log, time.monotonic() + 60)
-        con = psycopg2.connect(host="127.0.0.1", port=port, user=USER, dbname="postgres")
-        con.autocommit = True
-        con.cursor().execute(f'CREATE DATABASE "{db}"')
-        con.close()
-        yield f"postgresql://{USER}@127.0.0.1:{port}/{db}"
+        yield fresh_database(f"postgresql://{USER}@127.0.0.1:{port}/postgres", db)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)   # "fast" shutdown: ends the sessions, no checkpoint wait
@@ -99,3 +94,17 @@ def server(db: str = "tcbench") -> Iterator[str]:
                 proc.kill()
                 proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fresh_database(pg_url: str, name: str | None = None, password: str = "") -> str:
+    """Create database ``name`` (default: a new unique name) on ``pg_url``'s server; its URL (with ``password``
+    in it when given: the test server trusts 127.0.0.1 and ignores it)."""
+    import uuid
+
+    import psycopg
+
+    name = name or f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{name}"')
+    url = pg_url.rsplit("/", 1)[0] + "/" + name
+    return url.replace(f"{USER}@", f"{USER}:{password}@") if password else url

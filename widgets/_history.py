@@ -23,8 +23,11 @@ def _when(value: Any) -> str:
 
 
 def history_frame() -> pd.DataFrame:
-    """``tc.comparisons()`` newest first, with a readable ``created`` column."""
-    df = tc.comparisons()
+    """``tc.comparisons()`` newest first, with a readable ``created`` column (none yet: no store made)."""
+    try:
+        df = tc.comparisons()
+    except tc.StoreMissing:   # nothing was ever written: an empty history, and reading does not create a store
+        df = None
     if df is None or len(df) == 0:
         return pd.DataFrame(columns=list(_SHOWN))
     df = df.copy()

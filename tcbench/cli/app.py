@@ -3,7 +3,8 @@ and the projected data-parallel scaling.
 
 Every table speaks the same units under the same names (median step ms, IQR ms, CV, samples/s, compile s,
 peak MiB, MFU, noisy); the full data stays in ``--json`` and in ``tc.runs()``. Errors a user can fix are
-one line ``tcbench: <message>`` on stderr and exit code 2.
+one line ``tcbench: <message>`` on stderr and exit code 2. The reading commands (runs, comparisons, steps, report)
+never create a store: a missing one is such an error; only commands that run jobs create it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tcbench.comparison import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS
 from tcbench.job.diagnostics import lines as diagnose_lines
 from tcbench.view.format import CLI_COLUMNS, fmt_ratio, fmt_ratio_range, is_missing
 from tcbench.cli import parallel, tuning
-from tcbench.cli.common import add_job_options, backend_list, job_fields_of, job_spec, print_table
+from tcbench.cli.common import add_job_options, backend_list, job_fields_of, job_spec, print_table, whole_number
 from tcbench.cli.progress import Progress
 from tcbench.core.spec import BACKENDS
 from tcbench.store.api import StoreError
@@ -193,7 +194,7 @@ def _steps_table(run_id: int) -> pd.DataFrame:
 
     from tcbench.store.api import Store
 
-    Store().run_row(run_id)   # a KeyError naming the id and the store when there is no such run
+    Store(create=False).run_row(run_id)   # a KeyError naming the id and the store when there is no such run
     df = tc.steps(run_id)
     df["step_ms"], df["cpu_ms"], df["peak_mem_mb"] = df["step_s"] * 1e3, df["cpu_s"] * 1e3, df["mem_bytes"] / 2**20
     return people(df, STEPS_COLUMNS)
@@ -213,8 +214,10 @@ def cmd_table(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     import tcbench as tc
 
+    from tcbench.store.api import Store
+
     _check_writable(a.out, "--out")
-    _write(a.out, "--out", tc.load_comparison(a.comparison_id).to_html())
+    _write(a.out, "--out", tc.load_comparison(a.comparison_id, Store(create=False)).to_html())
     print(f"report written to {a.out}")
     return 0
 
@@ -280,10 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_commands(sub)
     for name in ("runs", "comparisons"):
         p = sub.add_parser(name, help=f"list stored {name}")
-        p.add_argument("--last", type=int, default=20)
+        p.add_argument("--last", type=whole_number, default=20, help="how many of the newest to show (default 20)")
         p.set_defaults(func=cmd_table)
     p = sub.add_parser("steps", help="one stored run's step records")
-    p.add_argument("run_id", type=int)
+    p.add_argument("run_id", type=whole_number)
     p.set_defaults(func=cmd_table)
     for name in ("models", "backends"):
         sub.add_parser(name, help=f"list {name}").set_defaults(func=cmd_table)
@@ -291,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sources", action="store_true", help="one row per figure: its value, source and date")
     p.set_defaults(func=cmd_table)
     p = sub.add_parser("report", help="write the HTML report of a stored comparison")
-    p.add_argument("comparison_id", type=int)
+    p.add_argument("comparison_id", type=whole_number)
     p.add_argument("--out", default="report.html")
     p.set_defaults(func=cmd_report)
     from tcbench.host.doctor import cli as doctor_cli

@@ -84,6 +84,18 @@ def backend_list(text: str) -> list[str]:
     return names
 
 
+def whole_number(text: str) -> int:
+    """An argparse ``type``: a whole number >= 1 (a count, an id). Anything else is a one-line usage error naming the
+    option, the value and what is allowed (``argument --last: '-1' is not allowed; allowed: …``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: a whole number >= 1")
+    return value
+
+
 def _float(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 

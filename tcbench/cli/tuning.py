@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from tcbench.cli.common import add_job_options, backend_list, job_spec, print_table
+from tcbench.cli.common import add_job_options, backend_list, job_spec, print_table, whole_number
+from tcbench.core.errors import StoreError
 
 
 def _progress(event: dict) -> None:
@@ -19,6 +20,15 @@ def _progress(event: dict) -> None:
         print(f"[tcbench] trial {event['number']} lr={event['lr']:.3g}: {tail}{loss}", flush=True)
     elif event["type"] == "prediction":
         print(f"[tcbench] prediction: {event['text']}", flush=True)
+
+
+def _failed(exc: RuntimeError) -> int:
+    """A job or worker that failed: its reason on one line, exit 1. A StoreError (a RuntimeError too) is the user's
+    to fix: raised again, for ``main``'s one line on stderr and exit 2."""
+    if isinstance(exc, StoreError):
+        raise exc
+    print(f"error: {exc}")
+    return 1
 
 
 def cmd_max_batch(a: argparse.Namespace) -> int:
@@ -41,6 +51,8 @@ def cmd_max_batch(a: argparse.Namespace) -> int:
 def cmd_retune_lr(a: argparse.Namespace) -> int:
     from tcbench.tuning.retune import retune_lr
 
+    if a.workers > 1:
+        _shared_storage(a.storage, "--workers > 1")
     try:
         res = retune_lr(job_spec(a, a.backend), new_batch_size=a.new_batch_size, nproc=a.new_nproc, n_trials=a.trials,
                         storage=a.storage, study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps,
@@ -48,8 +60,7 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
                         observer=_progress, budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer,
                         seeds=a.seeds, finalists=a.finalists, n_workers=a.workers)
     except RuntimeError as exc:   # its workers failed: why, in one line each
-        print(f"error: {exc}")
-        return 1
+        return _failed(exc)
     if res.prediction is None and not a.no_prediction:
         print(f"note: no noise-scale prediction: {res.prediction_note}")
     print_table(res.summary())
@@ -66,14 +77,32 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
     return 0 if res.best_lr is not None else 1
 
 
+def _shared_storage(storage: str | None, what: str) -> None:
+    """Refuse a ``--storage`` that workers cannot share before anything is opened: opening an SQLite URL creates its
+    file, so a refused command would leave one behind. Only PostgreSQL is shared (``tuning.workers.check_workers``)."""
+    from tcbench.core.spec import SpecError
+    from tcbench.store.api import default_path
+    from tcbench.store.postgres import mask
+    from tcbench.tuning.workers import SHARED
+
+    if storage is None:
+        raise SpecError("storage", None, SHARED, f"{what} needs a --storage: a study kept in memory is not shared "
+                                                 f"between worker processes; allowed: {SHARED}")
+    text = str(default_path()) if storage == "store" else storage
+    if text.split("://", 1)[0].split("+", 1)[0].lower() not in ("postgresql", "postgres") or "://" not in text:
+        shown = mask(text)
+        raise SpecError("storage", shown, SHARED, f"--storage {shown!r} is not allowed with {what}: only PostgreSQL "
+                                                  f"shares a study between worker processes; allowed: {SHARED}")
+
+
 def cmd_tune_worker(a: argparse.Namespace) -> int:
     from tcbench.tuning.workers import tune_worker
 
+    _shared_storage(a.storage, "tune-worker")   # before the storage (and tcbench's store) is opened
     try:
         trials = tune_worker(a.study, a.storage, n_workers=a.workers, observer=_progress)
     except RuntimeError as exc:
-        print(f"error: {exc}")
-        return 1
+        return _failed(exc)
     complete = trials[trials["state"] == "COMPLETE"].sort_values("value")
     best = ("" if complete.empty else
             f"; lowest held-out loss {complete['value'].iloc[0]:.4f} at lr {complete['lr'].iloc[0]:.3g}")
@@ -88,8 +117,7 @@ def cmd_noise_scale(a: argparse.Namespace) -> int:
     try:
         ns = noise_scale(job_spec(a, "eager"), micro_batches=a.micro_batches)
     except RuntimeError as exc:   # the job failed: its reason, in one line (the run is stored)
-        print(f"error: {exc}")
-        return 1
+        return _failed(exc)
     print(ns.describe())
     print(f"run {ns.run_id}: tr(Σ) ≈ {ns.tr_sigma:.4g}, |G|² ≈ {ns.g2:.4g} (tcbench predict-lr uses it for this job)")
     return 0
@@ -102,8 +130,7 @@ def cmd_predict_lr(a: argparse.Namespace) -> int:
         p = predict_lr(job_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches,
                        nproc=a.new_nproc)
     except RuntimeError as exc:
-        print(f"error: {exc}")
-        return 1
+        return _failed(exc)
     print_table(p.table())
     print(p.describe())
     print(p.advice())
@@ -168,7 +195,7 @@ def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
                    help="train the finalists again with this many seeds in all; the best is then the lowest mean")
     p.add_argument("--finalists", type=int, default=3, help="how many of the best trials --seeds repeats")
     p.add_argument("--trials-table", action="store_true", help="also print every trial")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=whole_number, default=1,
                    help="worker processes on the study (more than 1 needs a PostgreSQL --storage)")
     p.set_defaults(func=cmd_retune_lr)
 
@@ -179,7 +206,7 @@ def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("study", help="the study's name (retune-lr prints it)")
     p.add_argument("--storage", required=True, help="the study's PostgreSQL URL (postgresql://user@host:port/db); "
                                                     "a password is never printed")
-    p.add_argument("--workers", type=int, default=1, help="worker processes on this machine")
+    p.add_argument("--workers", type=whole_number, default=1, help="worker processes on this machine")
     p.set_defaults(func=cmd_tune_worker)
     p = sub.add_parser("noise-scale", help="measure the gradient noise scale of the native job (McCandlish B_simple)")
     add_job_options(p)

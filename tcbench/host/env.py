@@ -8,10 +8,13 @@ from what is stored, never from the machine that renders them.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import platform
+import re
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +39,33 @@ def _commit() -> str | None:
     return (head + ("+dirty" if dirty else "")) or None
 
 
+def torch_version() -> str | None:
+    """torch's full version, as ``torch.__version__`` (and ``torch.utils.collect_env``) give it: ``2.9.0+cu128``,
+    whose local label names the build (CUDA 12.8, CPU, ROCm) that the wheel's metadata (``2.9.0``) leaves out.
+    Read from ``torch/version.py`` without importing torch; None when torch is not installed."""
+    torch = sys.modules.get("torch")
+    if isinstance(getattr(torch, "__version__", None), str):
+        return str(torch.__version__)
+    try:
+        spec = importlib.util.find_spec("torch")   # finds the package without running it
+    except (ImportError, ValueError):
+        spec = None
+    for folder in (spec and spec.submodule_search_locations) or ():
+        try:
+            text = (Path(folder) / "version.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        m = re.search(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+        if m:
+            return m.group(1)
+    return installed_version("torch")
+
+
 @functools.lru_cache(maxsize=1)
 def static_env() -> dict[str, Any]:
     """What does not change while this process lives (read once)."""
     env: dict[str, Any] = {name: installed_version(name) for name in _PACKAGES}
+    env["torch"] = torch_version()
     env.update(commit=_commit(), python=platform.python_version(), cpu=cpu_model(), cores=os.cpu_count(),
                cores_usable=len(os.sched_getaffinity(0)), host=socket.gethostname(),
                platform=platform.platform(terse=True))

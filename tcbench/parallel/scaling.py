@@ -157,7 +157,7 @@ def load_scaling(comparison_id: int, store: Store | None = None) -> ScalingResul
     """Rebuild a stored ``scaling`` measurement (its runs, steps and parity runs from the store; nothing rerun)."""
     from tcbench.store.history import result_from_row
 
-    store = store or Store()
+    store = store or Store(create=False)   # reading never creates a store
     row = store.comparison_row(comparison_id)
     if row["kind"] != "scaling":
         raise ValueError(f"comparison_id={comparison_id!r} is a {row['kind']!r} comparison; allowed: the id of a "

@@ -30,14 +30,14 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, sql_type
 from tcbench.host.paths import home, private_dir
 from tcbench.host.processes import end_leftovers, pid_alive
-from tcbench.store.base import Database, StoreError, StoreUnreachable
+from tcbench.store.base import Database, StoreError, StoreMissing, StoreUnreachable  # noqa: F401 (StoreMissing: re-exported)
 from tcbench.store.postgres import Postgres, mask
 from tcbench.store.sqlite import SQLite
 
@@ -88,8 +88,9 @@ def _is_url(text: str) -> bool:
     return "://" in text and text.split("://", 1)[0].replace("+", "").isalnum()
 
 
-def database(location: str | os.PathLike | None) -> Database:
-    """The database ``location`` names: a path or ``sqlite:///path`` → SQLite; ``postgresql://…`` → PostgreSQL."""
+def database(location: str | os.PathLike | None, create: bool = True) -> Database:
+    """The database ``location`` names: a path or ``sqlite:///path`` → SQLite; ``postgresql://…`` → PostgreSQL.
+    ``create``: False refuses a missing SQLite file when it is opened (a PostgreSQL database is never created)."""
     location = default_path() if location is None else location
     text = str(location)
     if isinstance(location, str) and _is_url(text):
@@ -97,16 +98,17 @@ def database(location: str | os.PathLike | None) -> Database:
         if scheme in ("postgresql", "postgres"):
             return Postgres(text)
         if scheme == "sqlite":
-            return SQLite(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text[len("sqlite://"):])
+            return SQLite(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text[len("sqlite://"):],
+                          create)
         raise StoreError(f"TCBENCH_DB={mask(text)!r} is not a store tcbench can use; allowed: a file path, "
                          "sqlite:///path or postgresql://user:password@host:port/database")
-    return SQLite(location)
+    return SQLite(location, create)
 
 
 def _upsert_steps() -> str:
     """Steps by (run_id, step): a step written again (a retried write, a merged spool) replaces the row."""
     cols = ("run_id", *STEP_COLUMNS)
-    return (f"INSERT INTO steps ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) ON CONFLICT (run_id, step) "
+    return (f"INSERT INTO steps ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) ON CONFLICT (run_id, step) "
             f"DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in STEP_COLUMNS if c != 'step')}")
 
 
@@ -115,13 +117,16 @@ class Store:
     across threads and processes.
 
     ``readonly``: None decides from the file's and folder's permissions (PostgreSQL: from the user's
-    privileges); True opens for reading only. Opening a writable store upgrades an older schema, merges
-    spooled records and reconciles runs and comparisons whose process is gone. ``path`` names the store in
-    messages (for a URL: its password masked).
+    privileges); True opens for reading only. ``create``: False opens an existing store only (what history,
+    reports and exports use): a missing SQLite file is a ``StoreMissing`` error and no file or folder is made;
+    only writing creates a store. Opening a writable store upgrades an older schema, merges spooled records and
+    reconciles runs and comparisons whose process is gone. ``path`` names the store in messages (for a URL: its
+    password masked).
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None) -> None:
-        self._db = database(path)
+    def __init__(self, path: str | os.PathLike | None = None, readonly: bool | None = None,
+                 create: bool = True) -> None:
+        self._db = database(path, create)
         self.path = self._db.path
         self.readonly = self._db.open(readonly)
         if self.readonly:
@@ -149,7 +154,7 @@ class Store:
             raise StoreError(f"the store {self.path} is open read-only (this process may not write it or its "
                              "folder); history, reports and exports work, new runs need a writable TCBENCH_DB")
 
-    def _write(self, sql: str, params: Iterable[Any] = ()) -> None:
+    def _write(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
         self.require_writable()
         with self._db.transaction(60.0) as tx:
             tx.execute(sql, params)
@@ -178,8 +183,9 @@ class Store:
         """
         self.require_writable()
         with self._db.transaction(timeout) as tx:
-            tx.executemany(_upsert_steps(), [(run_id, *(getattr(r, c) for c in STEP_COLUMNS)) for r in recs])
-            tx.execute("UPDATE runs SET heartbeat=? WHERE run_id=?", (time.time(), run_id))
+            tx.executemany(_upsert_steps(), [{"run_id": run_id, **{c: getattr(r, c) for c in STEP_COLUMNS}}
+                                             for r in recs])
+            tx.execute("UPDATE runs SET heartbeat=:now WHERE run_id=:run", {"now": time.time(), "run": run_id})
 
     def beat(self, run_id: int, timeout: float = 2.0, **started: Any) -> None:
         """The run (and its comparison) is alive. ``started``: ``worker_pid`` (the job process, leader of its
@@ -190,8 +196,8 @@ class Store:
         with self._db.transaction(timeout, self.readonly) as tx:
             now = time.time()
             self._update_run(tx, run_id, {"heartbeat": now, **started})
-            tx.execute("UPDATE comparisons SET heartbeat=? WHERE comparison_id=(SELECT comparison_id FROM runs "
-                       "WHERE run_id=?)", (now, run_id))
+            tx.execute("UPDATE comparisons SET heartbeat=:now WHERE comparison_id=(SELECT comparison_id FROM runs "
+                       "WHERE run_id=:run)", {"now": now, "run": run_id})
 
     def _finish_values(self, result: JobResult) -> dict[str, Any]:
         values = {c: getattr(result, c) for c in RESULT_COLUMNS}
@@ -200,8 +206,8 @@ class Store:
         return values
 
     def _update_run(self, tx: Any, run_id: int, values: dict[str, Any]) -> None:
-        sets = ", ".join(f"{c}=?" for c in values)
-        tx.execute(f"UPDATE runs SET {sets} WHERE run_id=?", [*values.values(), run_id])
+        sets = ", ".join(f"{c}=:{c}" for c in values)   # column names from the code (RESULT_COLUMNS & co)
+        tx.execute(f"UPDATE runs SET {sets} WHERE run_id=:run_id_", {**values, "run_id_": run_id})
 
     def finish_run(self, result: JobResult, timeout: float = 60.0) -> None:
         """Write a finished job's status, figures, environment and extra information into its row."""
@@ -218,8 +224,10 @@ class Store:
 
     def finish_comparison(self, comparison_id: int, status: str, info: dict, rounds: int | None = None) -> None:
         """The comparison's final status and info (and, for adaptive rounds, how many rounds ran)."""
-        self._write("UPDATE comparisons SET status=?, info_json=?, heartbeat=?, rounds=COALESCE(?, rounds) "
-                    "WHERE comparison_id=?", (status, json.dumps(info, default=str), time.time(), rounds, comparison_id))
+        self._write("UPDATE comparisons SET status=:status, info_json=:info, heartbeat=:now, "
+                    "rounds=COALESCE(:rounds, rounds) WHERE comparison_id=:cid",
+                    {"status": status, "info": json.dumps(info, default=str), "now": time.time(), "rounds": rounds,
+                     "cid": comparison_id})
 
     # -- what could not be written now: spooled beside the store, merged on the next open ----------
     def spool_dirs(self) -> list[Path]:
@@ -261,8 +269,8 @@ class Store:
                 try:
                     with self._db.transaction(5.0) as tx:
                         for e in entries:
-                            tx.executemany(_upsert_steps(),
-                                           [(e["run_id"], *(s.get(c) for c in STEP_COLUMNS)) for s in e["steps"]])
+                            tx.executemany(_upsert_steps(), [{"run_id": e["run_id"], **{c: s.get(c) for c in STEP_COLUMNS}}
+                                                             for s in e["steps"]])
                             if e.get("finish"):
                                 self._update_run(tx, e["run_id"], e["finish"])
                 except self._db.operational + (StoreUnreachable,):
@@ -304,8 +312,9 @@ class Store:
             if r.host == host and r.worker_pid == r.worker_pid and r.worker_pid:
                 end_leftovers(r.worker_pid, r.artifacts)
             try:
-                self._write("UPDATE runs SET status='interrupted', error=?, ended=? WHERE run_id=? AND status='running'",
-                            (f"{why}; the steps it reported are kept", now, int(r.run_id)))
+                self._write("UPDATE runs SET status='interrupted', error=:why, ended=:now WHERE run_id=:run "
+                            "AND status='running'",
+                            {"why": f"{why}; the steps it reported are kept", "now": now, "run": int(r.run_id)})
                 marked.append(int(r.run_id))
             except lost:
                 return marked
@@ -313,8 +322,8 @@ class Store:
             why = gone(c.pid, c.host, c.heartbeat if c.heartbeat == c.heartbeat else c.created)
             if why:
                 try:
-                    self._write("UPDATE comparisons SET status='interrupted' WHERE comparison_id=? AND "
-                                "status='running'", (int(c.comparison_id),))
+                    self._write("UPDATE comparisons SET status='interrupted' WHERE comparison_id=:cid AND "
+                                "status='running'", {"cid": int(c.comparison_id)})
                 except lost:
                     return marked
         return marked
@@ -327,21 +336,22 @@ class Store:
                                     dtype=dtype, torch=torch, disturbed=disturbed, info_json=json.dumps(info)), "")
 
     # -- reads --------------------------------------------------------------------------------
-    def query(self, sql: str, params: Iterable[Any] = ()) -> pd.DataFrame:
-        """The rows of ``sql`` (``?`` placeholders, whatever the database) as a DataFrame."""
-        return self._db.query(sql, tuple(params), self.readonly)
+    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """The rows of ``sql`` as a DataFrame; parameters by name, whatever the database: ``:name`` in the SQL and
+        ``params={"name": value}`` (SQLite takes them as they are, SQLAlchemy binds them on PostgreSQL)."""
+        return self._db.query(sql, dict(params or {}), self.readonly)
 
     def runs(self) -> pd.DataFrame:
         return self.query("SELECT * FROM runs ORDER BY run_id")
 
     def run_row(self, run_id: int) -> dict[str, Any]:
-        df = self.query("SELECT * FROM runs WHERE run_id=?", (int(run_id),))
+        df = self.query("SELECT * FROM runs WHERE run_id=:run", {"run": int(run_id)})
         if df.empty:
             raise KeyError(f"run_id={run_id} is not in the store {self.path}")
         return df.iloc[0].to_dict()
 
     def steps(self, run_id: int) -> pd.DataFrame:
-        df = self.query("SELECT * FROM steps WHERE run_id=? ORDER BY step", (int(run_id),))
+        df = self.query("SELECT * FROM steps WHERE run_id=:run ORDER BY step", {"run": int(run_id)})
         df["warmup"] = df["warmup"].astype(bool)
         return df
 
@@ -349,20 +359,22 @@ class Store:
         return self.query("SELECT * FROM comparisons ORDER BY comparison_id")
 
     def comparison_row(self, comparison_id: int) -> dict[str, Any]:
-        df = self.query("SELECT * FROM comparisons WHERE comparison_id=?", (int(comparison_id),))
+        df = self.query("SELECT * FROM comparisons WHERE comparison_id=:cid", {"cid": int(comparison_id)})
         if df.empty:
             raise KeyError(f"comparison_id={comparison_id} is not in the store {self.path}")
         return df.iloc[0].to_dict()
 
     def comparison_runs(self, comparison_id: int) -> pd.DataFrame:
-        return self.query("SELECT * FROM runs WHERE comparison_id=? ORDER BY run_id", (int(comparison_id),))
+        return self.query("SELECT * FROM runs WHERE comparison_id=:cid ORDER BY run_id", {"cid": int(comparison_id)})
 
     def latest_probe(self, name: str, host: str, threads: int, dtype: str, torch: str,
                      max_age_s: float) -> dict | None:
         """The newest undisturbed probe for this host, thread count, dtype and torch version (or None)."""
-        df = self.query("SELECT value, info_json FROM probes WHERE name=? AND host=? AND threads=? AND dtype=? "
-                        "AND torch=? AND (disturbed IS NULL OR disturbed='') AND created>? ORDER BY created DESC "
-                        "LIMIT 1", (name, host, threads, dtype, torch, time.time() - max_age_s))
+        df = self.query("SELECT value, info_json FROM probes WHERE name=:name AND host=:host AND threads=:threads "
+                        "AND dtype=:dtype AND torch=:torch AND (disturbed IS NULL OR disturbed='') AND created>:since "
+                        "ORDER BY created DESC LIMIT 1", {"name": name, "host": host, "threads": threads,
+                                                          "dtype": dtype, "torch": torch,
+                                                          "since": time.time() - max_age_s})
         if df.empty:
             return None
         return {**json.loads(df.iloc[0]["info_json"] or "{}"), "flops": float(df.iloc[0]["value"])}

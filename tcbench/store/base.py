@@ -3,6 +3,7 @@ provides, and the errors the store raises; which write failures are worth keepin
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import sys
 from pathlib import Path
@@ -12,34 +13,56 @@ import pandas as pd
 
 from tcbench.core.errors import StoreError
 
-__all__ = ["Database", "StoreError", "StoreUnreachable", "transient"]
+__all__ = ["Database", "StoreError", "StoreMissing", "StoreUnreachable", "transient"]
+
+
+class StoreMissing(StoreError):
+    """A store opened for reading (``Store(create=False)``, ``readonly=True``) does not exist: nothing was created."""
 
 
 class StoreUnreachable(StoreError):
     """The store's server cannot be reached now (names host, port and why): a write is kept and spooled."""
 
 
-# what SQLite says when a write cannot happen right now: kept by the caller and written (or spooled) later
-_TRANSIENT = ("locked", "busy", "full", "disk i/o error", "readonly", "read-only", "unable to open")
+# SQLite's primary result codes for a write that cannot happen right now: busy, locked, read-only, I/O error, disk
+# full, cannot open (https://www.sqlite.org/rescode.html); kept by the caller and written (or spooled) later
+_SQLITE_TRANSIENT = {5, 6, 8, 10, 13, 14}
+_OS_TRANSIENT = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EAGAIN}
+# PostgreSQL SQLSTATE classes and codes of a database that cannot take the write now (the connection, resources,
+# an operator's intervention, a lock or serialisation conflict), not a bug in the statement
+_PG_TRANSIENT_CLASSES = ("08", "53", "57", "58")
+_PG_TRANSIENT_CODES = {"40001", "40P01", "55P03", "55006"}
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    orig = getattr(exc, "orig", exc)   # SQLAlchemy wraps the driver's error
+    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)   # psycopg (3), psycopg2
 
 
 def transient(exc: BaseException) -> bool:
     """True for a write that failed because of the store's state now (locked, disk full, its server
-    unreachable), not a bug."""
+    unreachable), not a bug: judged by the error's class and code, never its wording."""
     if isinstance(exc, StoreUnreachable):
         return True
-    if "psycopg2" in sys.modules and isinstance(exc, (sys.modules["psycopg2"].OperationalError,
-                                                      sys.modules["psycopg2"].InterfaceError)):
-        return True   # PostgreSQL: the connection failed or was lost (a bug raises ProgrammingError & co)
-    return isinstance(exc, (sqlite3.OperationalError, OSError, StoreError)) and any(
-        word in str(exc).lower() for word in _TRANSIENT)
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return code is not None and code & 0xFF in _SQLITE_TRANSIENT
+    if isinstance(exc, OSError):
+        return exc.errno in _OS_TRANSIENT
+    state = _sqlstate(exc)
+    if state:
+        return state[:2] in _PG_TRANSIENT_CLASSES or state in _PG_TRANSIENT_CODES
+    sa = sys.modules.get("sqlalchemy.exc")
+    # no SQLSTATE: the connection failed or was lost before the server answered (a bug raises ProgrammingError & co)
+    return sa is not None and isinstance(exc, (sa.OperationalError, sa.InterfaceError, sa.DisconnectionError))
 
 
 class Database:
     """Where the store's rows live: one per kind of database (``sqlite.SQLite``, ``postgres.Postgres``).
 
-    SQL is written with ``?`` placeholders; ``transaction`` yields an object with ``execute``,
-    ``executemany`` and ``insert`` (the new row's key), committed when the block ends.
+    SQL is written with ``:name`` parameters and a dict of values (SQLite takes them as they are; PostgreSQL's
+    SQLAlchemy binds them); ``transaction`` yields an object with ``execute``, ``executemany`` (a list of dicts)
+    and ``insert`` (the new row's key), committed when the block ends.
     """
 
     path: Path | str        # how messages name the store (a URL with its password masked)
@@ -49,6 +72,6 @@ class Database:
     def version(self, readonly: bool) -> int: ...
     def migrate(self, tables: dict, keys: dict, version: int) -> None: ...
     def transaction(self, timeout: float, readonly: bool = False) -> Any: ...
-    def query(self, sql: str, params: tuple, readonly: bool) -> pd.DataFrame: ...
+    def query(self, sql: str, params: dict, readonly: bool) -> pd.DataFrame: ...
     def spool_dirs(self) -> list[Path]: ...
     def url(self) -> str: ...   # as SQLAlchemy (Optuna) opens it, password included: never show it

@@ -38,9 +38,15 @@ def _env_cells(env_json: Any) -> dict[str, Any]:
     return {**{k: env.get(k) for k in ENV_COLUMNS[:7]}, "load_start": load("load_start"), "load_end": load("load_end")}
 
 
+def _reading(store: Store | None) -> Store:
+    """``store``, else the default store opened for reading: a missing one is a named error (``StoreMissing``), no
+    file or folder is made."""
+    return store or Store(create=False)
+
+
 def runs(store: Store | None = None) -> pd.DataFrame:
     """Every stored run (newest last) with its figures and environment; history survives kernel restarts."""
-    df = (store or Store()).runs()
+    df = _reading(store).runs()
     df["created"] = pd.to_datetime(df["created"], unit="s")
     df["median_step_ms"] = df["median_step_s"] * 1e3
     df["peak_mem_mb"] = df["peak_mem_bytes"] / 2**20
@@ -51,12 +57,12 @@ def runs(store: Store | None = None) -> pd.DataFrame:
 
 def steps(run_id: int, store: Store | None = None) -> pd.DataFrame:
     """One stored run's step records."""
-    return (store or Store()).steps(run_id)
+    return _reading(store).steps(run_id)
 
 
 def comparisons(store: Store | None = None) -> pd.DataFrame:
     """Every stored comparison (and tuning/max-batch session), newest last."""
-    df = (store or Store()).comparisons()
+    df = _reading(store).comparisons()
     df["created"] = pd.to_datetime(df["created"], unit="s")
     return df[["comparison_id", "created", "kind", "model", "size", "backends", "rounds", "status"]]
 
@@ -105,5 +111,5 @@ def result_from_row(row: dict[str, Any], store: Store) -> JobResult:
 
 def get_run(run_id: int, store: Store | None = None) -> JobResult:
     """One stored run as a JobResult."""
-    store = store or Store()
+    store = _reading(store)
     return result_from_row(store.run_row(run_id), store)

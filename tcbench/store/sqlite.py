@@ -11,13 +11,13 @@ import sqlite3
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator, Mapping
 from urllib.parse import quote
 
 import pandas as pd
 
 from tcbench.host.paths import private_dir, writable
-from tcbench.store.base import Database, StoreError, transient
+from tcbench.store.base import Database, StoreError, StoreMissing, transient
 
 
 class _Tx:
@@ -26,26 +26,28 @@ class _Tx:
     def __init__(self, con: sqlite3.Connection) -> None:
         self.con = con
 
-    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
-        self.con.execute(sql, tuple(params))
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        self.con.execute(sql, dict(params or {}))   # :name parameters, bound by sqlite3
 
-    def executemany(self, sql: str, rows: list[tuple]) -> None:
+    def executemany(self, sql: str, rows: list[Mapping[str, Any]]) -> None:
         self.con.executemany(sql, rows)
 
     def insert(self, table: str, values: dict[str, Any], key: str) -> int:
         cols = list(values)
-        cur = self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                               [values[c] for c in cols])
+        cur = self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})",
+                               values)
         return int(cur.lastrowid or 0)
 
 
 class SQLite(Database):
-    """One SQLite file (WAL); one short connection per operation."""
+    """One SQLite file (WAL); one short connection per operation. ``create``: False refuses a missing file
+    (``StoreMissing``) before any file or folder is made: only writing creates a store."""
 
     operational = (sqlite3.OperationalError,)
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, create: bool = True) -> None:
         self.path = Path(path).expanduser().resolve()
+        self.create = create
 
     def open(self, readonly: bool | None) -> bool:
         if self.path.is_dir():
@@ -54,14 +56,15 @@ class SQLite(Database):
             if parent.exists() and not parent.is_dir():
                 raise StoreError(f"cannot use the store {self.path}: {parent} is a file, not a folder "
                                  "(check TCBENCH_HOME / TCBENCH_DB)")
+        if (readonly or not self.create) and not self.path.is_file():
+            raise StoreMissing(f"the store {self.path} does not exist (check TCBENCH_DB / TCBENCH_HOME); a command "
+                               "that writes creates it: tcbench run or tcbench compare, tc.run() or tc.compare()")
         if readonly is None:
             if not self.path.parent.exists():
                 private_dir(self.path.parent)
             readonly = self.path.exists() and not writable(self.path)
             if not readonly and not writable(self.path):
                 raise StoreError(f"cannot create the store {self.path}: its folder is not writable")
-        if readonly and not self.path.is_file():
-            raise StoreError(f"the store {self.path} does not exist (opened read-only)")
         return bool(readonly)
 
     def version(self, readonly: bool) -> int:
@@ -123,7 +126,7 @@ class SQLite(Database):
         finally:
             con.close()
 
-    def query(self, sql: str, params: tuple, readonly: bool) -> pd.DataFrame:
+    def query(self, sql: str, params: Mapping[str, Any], readonly: bool) -> pd.DataFrame:
         con = self._connect(readonly=readonly)
         try:
             return pd.read_sql_query(sql, con, params=params)

@@ -57,8 +57,8 @@ def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
 
     store = store or Store()
     want = one_process(spec).replace(backend="eager", noise_micro_batches=0).to_dict()
-    rows = store.query("SELECT run_id, spec_json, extra_json FROM runs WHERE status = 'ok' AND extra_json LIKE ? "
-                       "ORDER BY run_id DESC", ("%noise_scale%",))
+    rows = store.query("SELECT run_id, spec_json, extra_json FROM runs WHERE status = 'ok' AND extra_json LIKE :has "
+                       "ORDER BY run_id DESC", {"has": "%noise_scale%"})
     for row in rows.to_dict("records"):
         stored = JobSpec.from_stored(row["spec_json"]).to_dict()
         if stored.get("noise_micro_batches") and {**stored, "noise_micro_batches": 0} == want:

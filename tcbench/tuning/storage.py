@@ -10,23 +10,29 @@ never had a heartbeat (an older tcbench, or ``study.ask()`` outside ``optimize``
 way once it started more than the grace period ago.
 
 A URL is checked before anything starts — known dialect, its driver importable, for SQLite a writable
-file in an existing folder, then the database opened — and every error is a :class:`SpecError` naming
-``storage``. The URL is only ever shown with its password (and ``password=``-like query values) masked.
+file in an existing folder, then the database opened — and a URL that cannot be used is a :class:`SpecError`
+naming ``storage``. Opening is tried again with backoff while the database's error is a passing one (its server
+unreachable or busy, a lock, two sessions creating Optuna's tables at once: on PostgreSQL an advisory lock
+serialises that creation), and a server still unreachable after ``TRIES`` tries is a ``StoreUnreachable``, not
+"not allowed". The URL is only ever shown with its password (and ``password=``-like query values) masked.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import time
 import warnings
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlparse
 
 from tcbench.core.errors import first_line
 from tcbench.core.spec import SpecError
-from tcbench.store.postgres import mask
+from tcbench.store.base import StoreUnreachable, transient
+from tcbench.store.postgres import driver_url, mask
 
 HEARTBEAT_INTERVAL_S = 10   # a live study process writes its running trial's heartbeat this often
 GRACE_PERIOD_S = 60         # six missed heartbeats: the trial's process is taken to be gone
@@ -67,12 +73,40 @@ def _check_sqlite(url: Any, shown: str) -> None:
         raise _refuse(shown, f"the folder {str(folder)!r} cannot be written")
 
 
-def _pg_fallback() -> bool:
-    """Whether a ``postgresql://`` URL should use psycopg2: SQLAlchemy 2.1 defaults to psycopg (3), 1.4 and 2.0 to
-    psycopg2; tcbench's extras install psycopg2-binary."""
-    import importlib.util
+OPTUNA_LOCK = 0x7463_6F70_7475   # session advisory lock key around Optuna's schema creation ("tcoptu")
+TRIES = 5                        # opening a storage: a transient database error is tried again this often
+BACKOFF_S = 0.25                 # first wait between tries, doubled each time (0.25 + 0.5 + 1 + 2 = 3.75 s)
 
-    return importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None
+
+@contextmanager
+def _schema_lock(url: Any, kwargs: dict) -> Iterator[None]:
+    """On PostgreSQL, one process at a time creates or upgrades Optuna's tables: two sessions creating them at once
+    collide in the catalog (``pg_type_typname_nsp_index``). A session-level advisory lock on a connection of its
+    own (released when it closes, also if the process dies); elsewhere nothing."""
+    if url.get_backend_name() != "postgresql":
+        yield
+        return
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    engine = sa.create_engine(url, poolclass=NullPool, **kwargs)
+    try:
+        with engine.connect() as con:
+            con.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": OPTUNA_LOCK})
+            try:
+                yield
+            finally:
+                con.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": OPTUNA_LOCK})
+    finally:
+        engine.dispose()
+
+
+def _retryable(exc: BaseException) -> bool:
+    """A database error worth another try when opening a storage: the server's state now (``store.base.transient``)
+    or the catalog's unique violation of two sessions creating the same tables (where no lock serialises them)."""
+    import sqlalchemy.exc
+
+    return transient(exc) or isinstance(exc, sqlalchemy.exc.IntegrityError)
 
 
 def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
@@ -97,8 +131,9 @@ def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
     except (sqlalchemy.exc.ArgumentError, ValueError):
         raise _refuse(shown, "it is not a database URL (dialect://user:password@host/database)") from None
     shown = mask(text, url.password if isinstance(url.password, str) else None)
-    if url.drivername == "postgresql" and _pg_fallback():   # no driver named: the one installed
-        text, url = "postgresql+psycopg2" + text[len("postgresql"):], url.set(drivername="postgresql+psycopg2")
+    if url.get_backend_name() == "postgresql":   # postgres:// read as postgresql://; psycopg2 when only it is installed
+        text = driver_url(text)
+        url = make_url(text)
     try:
         url.get_dialect().import_dbapi()
     except sqlalchemy.exc.NoSuchModuleError:
@@ -113,17 +148,30 @@ def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
         kwargs = {"connect_args": {"timeout": 60}}       # wait for another process's write, don't fail
     elif url.get_driver_name() in _TIMEOUT_DRIVERS:
         kwargs = {"connect_args": {"connect_timeout": 20}}   # an unreachable server is an error, not a hang
-    try:
-        with warnings.catch_warnings():   # heartbeat_interval and the retry callback are "experimental"
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            backend = optuna.storages.RDBStorage(
-                text, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
-                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY))
-    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError, OSError) as exc:
-        backend = url.get_backend_name()
-        where = "" if backend == "sqlite" else f" at {url.host or 'localhost'}:{url.port or _PORTS.get(backend, '?')}"
-        cause = mask(first_line(exc), url.password)
-        raise _refuse(shown, f"the database{where} cannot be opened ({cause})") from None
+    backend_name = url.get_backend_name()
+    where = ("" if backend_name == "sqlite"
+             else f" at {url.host or 'localhost'}:{url.port or _PORTS.get(backend_name, '?')}")
+    t0 = time.monotonic()
+    for attempt in range(1, TRIES + 1):
+        try:
+            with _schema_lock(url, kwargs), warnings.catch_warnings():
+                # heartbeat_interval and the retry callback are "experimental"
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                backend = optuna.storages.RDBStorage(
+                    text, engine_kwargs=kwargs, heartbeat_interval=HEARTBEAT_INTERVAL_S, grace_period=GRACE_PERIOD_S,
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(
+                        max_retry=MAX_RETRY))
+            break
+        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, RuntimeError,
+                OSError) as exc:
+            cause = mask(first_line(getattr(exc, "orig", None) or exc), url.password)
+            if not _retryable(exc):   # the database answered, and not with a passing state: it cannot be used
+                raise _refuse(shown, f"the database{where} cannot be opened ({cause})") from None
+            if attempt == TRIES:
+                raise StoreUnreachable(
+                    f"storage={shown!r}: the database{where} could not be opened after {TRIES} tries over "
+                    f"{time.monotonic() - t0:.0f} s ({cause}); is its server running, and is the URL right?") from None
+            time.sleep(BACKOFF_S * 2 ** (attempt - 1))
     return backend, shown
 
 

@@ -214,20 +214,22 @@ def test_runs_and_steps_show_environment_and_rounded_numbers(capsys):
 @pytest.mark.parametrize("argv, what", [(["steps", "99999"], "run_id=99999"),
                                         (["report", "99999"], "comparison_id=99999")])
 def test_unknown_ids_are_one_line_errors(argv, what, capsys, tmp_path):
+    Store()   # the store exists (reading one that does not is its own error: test_reading.py)
     assert main(argv) == 2
     cap = capsys.readouterr()
     assert cap.err.count("\n") == 1 and cap.err.startswith("tcbench: ") and "Traceback" not in cap.err
     assert what in cap.err and str(tmp_path / "cli.db") in cap.err
 
 
-def test_unwritable_output_is_a_one_line_error_before_any_job(monkeypatch, capsys):
+def test_unwritable_output_is_a_one_line_error_before_any_job(monkeypatch, capsys, tmp_path):
     calls = []
     monkeypatch.setattr(tc, "compare", _scripted({"eager": 0.1, "inductor": 0.1}, calls=calls))
-    assert main(["report", "1", "--out", "/nonexistent/dir/r.html"]) == 2
-    assert main(["compare", *ARGS, "--report", "/nonexistent/dir/r.html"]) == 2
+    out = str(tmp_path / "no-folder" / "r.html")
+    assert main(["report", "1", "--out", out]) == 2
+    assert main(["compare", *ARGS, "--report", out]) == 2
     err = capsys.readouterr().err
-    assert err.count("tcbench: ") == 2 and "/nonexistent/dir/r.html" in err and "does not exist" in err
-    assert not calls
+    assert err.count("tcbench: ") == 2 and err.count(f"{out}: cannot write it") == 2 and "does not exist" in err
+    assert not calls and not (tmp_path / "no-folder").exists()
 
 
 def test_bad_spec_value_is_a_clear_error(capsys):

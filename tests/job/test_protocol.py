@@ -191,7 +191,7 @@ def test_the_runner_applies_each_message_to_the_result():
         "eval_loss_initial": 1.5, "eval_losses_initial": [1.0, 2.0], "eval_loss_initial_se": 0.5,
         "eval_loss": 1.25, "eval_losses": [1.25],
         "sched": {"wall_s": 2.0, "cpu_s": 3.5, "wait_s": 0.1, "steal_share": None, "wait_main_only": True,
-                  "cpus": [1]},
+                  "cpus": [1], "others_share": None},
         "rank_ends": {"1": {"status": "failed", "error": "ValueError: x"}},
     }
     base = {"job": "eager#0", "backend": "eager", "label": "eager", "run_id": 7}

@@ -148,7 +148,7 @@ def test_two_processes_train_with_ddp_and_report_the_all_reduce(store):
     # fp32 gradients: 4 bytes per trainable parameter go into the all-reduce every step
     assert ar["bytes_per_step"] == 4 * res.extra["n_params"]
     assert res.extra["eval_loss"] is not None and res.extra["eval_loss_initial"] is not None
-    stored = store.query("SELECT COUNT(*) AS n FROM steps WHERE run_id = ?", (res.run_id,))
+    stored = store.query("SELECT COUNT(*) AS n FROM steps WHERE run_id = :run", {"run": res.run_id})
     assert int(stored.n.iloc[0]) == 6
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from tcbench import JobSpec, Store, StepRecord
 from tcbench.store.history import get_run
-from tcbench.store.api import SCHEMA_VERSION, StoreError
+from tcbench.store.api import SCHEMA_VERSION, StoreError, StoreMissing
 
 
 def _rec(i: int, loss=None) -> StepRecord:
@@ -69,3 +69,17 @@ def test_unusable_store_paths_are_named_errors_in_the_api_and_the_cli(tmp_path, 
                          env={**os.environ, "TCBENCH_DB": str(path)})
     assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("how", ["create=False", "readonly=True", "sqlite-url"])
+def test_a_store_opened_for_reading_must_exist_and_nothing_is_created(tmp_path, how):
+    """Only writing creates a store: opening a missing one for reading names it and makes no file or folder."""
+    path = tmp_path / "nonexistent" / "x.db"
+    open_it = {"create=False": lambda: Store(path, create=False), "readonly=True": lambda: Store(path, readonly=True),
+               "sqlite-url": lambda: Store(f"sqlite:///{path}", create=False)}[how]
+    with pytest.raises(StoreMissing, match=f"the store {path} does not exist") as err:
+        open_it()
+    assert "tcbench run" in str(err.value) and "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+    Store(path).insert_run(JobSpec())   # writing creates it ...
+    assert len(open_it().runs()) == 1   # ... and then it opens for reading

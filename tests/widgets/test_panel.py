@@ -538,3 +538,12 @@ def test_your_own_script_is_compared_from_the_panel(monkeypatch):
     assert panel.controls.spec is None and "no/such/train.py" in panel.controls.errors["script"].value
     panel.controls.set(script="")
     assert panel.controls.spec is not None and panel.controls.spec.script is None and not panel.run_button.disabled
+
+
+def test_history_of_a_store_never_written_is_empty_and_makes_no_store(tmp_path):
+    """The panel's History tab on a fresh machine: no comparisons yet, no error, and reading makes no file."""
+    panel = Workbench()
+    panel.history.refresh()
+    assert "No comparisons in the store yet" in panel.history.table.value
+    assert "Could not read" not in panel.history.message.value
+    assert not (tmp_path / "panel.db").exists()
