@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import socket
 import statistics
 import threading
 import time
@@ -15,7 +17,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from tcbench.measure.interval import PILOT_ROUNDS, RoundsRule, log_ratios, ratio_interval, resolution, value_interval
+from tcbench.measure.interval import (PILOT_ROUNDS, RoundsRule, between_spread, log_ratios, ratio_interval, resolution,
+                                      value_interval)
 from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
                                      warnings_for)
 from tcbench.core.results import AA, JobResult, SummaryRow, aa_label, backend_of
@@ -43,7 +46,9 @@ class Comparison:
     ``backends`` holds the job labels in order: the native backend first, then each compared backend
     (an A/A twin of the native one is labelled ``"<backend> (A/A)"``). Jobs are paired by round.
     ``rule``: the adaptive rounds' stopping rule (None: a fixed number of rounds); ``stop_reason`` says why the
-    rounds ended.
+    rounds ended. ``between``: per compared label, the spread of the speedup between comparisons on this machine
+    (τ in log units) and how many earlier comparisons of the same spec it comes from (``earlier_spreads``); the
+    interval includes it.
     """
 
     spec: JobSpec
@@ -54,6 +59,7 @@ class Comparison:
     kind: str = "compare"
     rule: RoundsRule | None = None
     stop_reason: str = ""
+    between: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def by_backend(self, label: str) -> list[JobResult]:
         return [r for r in self.results if r.name == label]
@@ -73,7 +79,11 @@ class Comparison:
 
     def resolved(self) -> bool:
         """Whether every compared label's interval is within the rule's resolution (adaptive rounds)."""
-        return self.rule is not None and all(self.rule.resolved(self._logs(label)) for label in self.backends[1:])
+        return self.rule is not None and all(self.rule.resolved(self._logs(label), self._tau(label))
+                                             for label in self.backends[1:])
+
+    def _tau(self, label: str) -> float | None:
+        return self.between[label][0] if label in self.between else None
 
     def _logs(self, label: str) -> list[float]:
         return log_ratios([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
@@ -109,7 +119,8 @@ class Comparison:
         pairs = self.pairs(label)
         complete = self.complete_pairs(label)
         sp, lo, hi = ratio_interval([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
-                                     for a, b in complete], pilot=self.rule.pilot if self.rule else None)
+                                     for a, b in complete], pilot=self.rule.pilot if self.rule else None,
+                                    tau=self._tau(label))
         mem, mem_lo, mem_hi = value_interval([a.peak_mem_bytes / b.peak_mem_bytes for a, b in complete
                                               if a.peak_mem_bytes and b.peak_mem_bytes])
         problems = [f"{r.name} round {r.round} ended {r.status}: {r.error.strip().splitlines()[-1][:160] if r.error else ''}"
@@ -126,6 +137,10 @@ class Comparison:
                              if b.compile_latency_s is not None])
         be_lo, be_hi = break_even_range(compile_s, nat_med, lo, hi) if kind == "faster" else (None, None)
         be = {"faster": break_even_steps(compile_s, nat_med, med), "slower": float("inf")}.get(kind)
+        if label in self.between and lo is not None:
+            tau, k = self.between[label]
+            text += (f" (the interval includes how far the speedup moved between {k} earlier comparisons on this "
+                     f"machine: ±{math.expm1(tau):.1%})")
         if kind == "faster" and be_lo is not None:
             text += f"; compiling pays off after {be_lo:,.0f}–{be_hi:,.0f} steps"
         elif kind == "slower":
@@ -279,9 +294,39 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
     """
     cmp = _prepared(spec, backends, rounds, kind, rounds_rule(rounds, resolve, budget_s, max_rounds))
     store = store or Store()
+    cmp.between = earlier_spreads(store, cmp)
     with _session(cmp, store, stop) as session:
         _play(cmp, session, observer, store)
     return cmp
+
+
+def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
+                    limit: int = 20) -> dict[str, tuple[float, int]]:
+    """Per compared label: (τ, k), the spread of its speedup between the ``limit`` newest earlier comparisons of the
+    same kind and spec on this host in the last ``days`` (k of them, ``MIN_EARLIER`` at least), from their stored
+    per-round median steps (``interval.between_spread``). Empty where there are too few."""
+    rows = store.query(
+        "SELECT r.comparison_id, r.round, r.backend, r.label, r.median_step_s FROM runs r JOIN comparisons c "
+        "ON r.comparison_id = c.comparison_id WHERE c.comparison_id IN (SELECT comparison_id FROM comparisons "
+        "WHERE kind = :kind AND status = 'done' AND spec_json = :spec AND created > :since "
+        "ORDER BY comparison_id DESC LIMIT :limit) AND r.status = 'ok' AND r.host = :host AND r.median_step_s > 0",
+        {"kind": cmp.kind, "spec": cmp.spec.to_json(), "since": time.time() - days * 86400, "limit": limit,
+         "host": socket.gethostname()})
+    steps: dict[tuple[int, int, str], float] = {}
+    for r in rows.itertuples():
+        name = r.label or r.backend   # a job's label is stored only for an A/A twin
+        steps[(int(r.comparison_id), int(r.round), name)] = float(r.median_step_s)
+    out = {}
+    for label in cmp.backends[1:]:
+        earlier: dict[int, list[float]] = {}
+        for (cid, rnd, name), step in steps.items():
+            native = steps.get((cid, rnd, cmp.backends[0]))
+            if name == label and native:
+                earlier.setdefault(cid, []).append(math.log(native / step))
+        tau = between_spread(list(earlier.values()))
+        if tau is not None:
+            out[label] = (tau, len(earlier))
+    return out
 
 
 def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int | None, kind: str,
@@ -309,7 +354,8 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
     cmp.comparison_id = session.comparison_id
     session.info_at_finish = lambda: {"summary": json.loads(cmp.summary().to_json(orient="records")),
                                       **({} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule),
-                                                                      "stop_reason": cmp.stop_reason})}
+                                                                      "stop_reason": cmp.stop_reason}),
+                                      **({"between": cmp.between} if cmp.between else {})}
     labels, started = cmp.backends, time.monotonic()
     rnd = 0
     while not session.stopped:
@@ -342,6 +388,11 @@ def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> str:
         return f"{broken[0].name} round {broken[0].round} ended {broken[0].status}"
     if done and cmp.resolved():
         return f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
+    moving = [label for label in cmp.backends[1:] if not rule.reachable(cmp._tau(label))]
+    if moving and done >= rule.pilot:
+        tau, k = cmp.between[moving[0]]
+        return (f"the speedup of {moving[0]} moved ±{math.expm1(tau):.1%} between {k} earlier comparisons on this "
+                f"machine: more rounds now cannot resolve ±{rule.resolve:.0%}")
     if done >= rule.max_rounds:
         return f"max_rounds={rule.max_rounds} reached"
     if rule.budget_s is not None and done and elapsed_s + elapsed_s / done > rule.budget_s:
@@ -381,7 +432,8 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
     rule = RoundsRule(**info["rule"]) if isinstance(info.get("rule"), dict) else None
     cmp = Comparison(spec=JobSpec.from_stored(row["spec_json"]), backends=row["backends"].split(","),
                      rounds=int(row["rounds"]), comparison_id=int(comparison_id), kind=row["kind"] or "compare",
-                     rule=rule, stop_reason=str(info.get("stop_reason") or ""))
+                     rule=rule, stop_reason=str(info.get("stop_reason") or ""),
+                     between={k: (float(v[0]), int(v[1])) for k, v in (info.get("between") or {}).items()})
     for _, r in store.comparison_runs(comparison_id).iterrows():
         cmp.results.append(result_from_row(r.to_dict(), store))
     return cmp

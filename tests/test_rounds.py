@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import time
 import types
 
 import numpy as np
@@ -52,7 +53,7 @@ def fake(monkeypatch):
     def install(**kw):
         run, calls, clock = _fake(**kw)
         monkeypatch.setattr(cmp_mod, "run", run)
-        monkeypatch.setattr(cmp_mod, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+        monkeypatch.setattr(cmp_mod, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
         return calls
     return install
 
@@ -121,3 +122,41 @@ def test_an_a_a_pair_is_judged_like_any_pair(store, fake):
     for code in (inspect.getsource(cmp_mod.Comparison._pair_fields), inspect.getsource(metrics.verdict),
                  inspect.getsource(interval)):
         assert "A/A" not in code and "AA" not in code
+
+
+def test_the_interval_includes_how_far_the_speedup_moved_between_earlier_comparisons(store, fake):
+    """Three earlier comparisons of the same spec on this host measured 0.92×, 1.0× and 1.12× (each tight): the next
+    one's interval is for the speedup on this machine, not in this minute, and says so; asked for ±5 %, it stops
+    after the pilot instead of spending its budget on a resolution rounds cannot reach."""
+    for seed, ratio in enumerate((0.92, 1.0, 1.12)):
+        fake(ratio=ratio, process_sd=0.01, seed=seed)
+        cmp_mod.compare(SPEC, rounds=3, store=store)
+    fake(ratio=1.05, process_sd=0.01, seed=7)
+    fixed = cmp_mod.compare(SPEC, rounds=3, store=store)
+    tau, k = fixed.between["inductor"]
+    assert k == 3 and 0.04 < tau < 0.15, fixed.between
+    row = fixed.row("inductor")
+    alone = interval.ratio_interval([([s.step_s for s in metrics.steady(a.records)],
+                                      [s.step_s for s in metrics.steady(b.records)])
+                                     for a, b in fixed.complete_pairs("inductor")])
+    # far wider than the rounds of this one minute alone say
+    assert math.log(row.speedup_ci_high / row.speedup_ci_low) > 3 * math.log(alone[2] / alone[1])
+    assert row.verdict_kind == "inconclusive" and "moved between 3 earlier comparisons" in row.verdict
+    again = cmp_mod.load_comparison(fixed.comparison_id, store)
+    assert again.between == fixed.between and again.row("inductor").speedup_ci_low == pytest.approx(row.speedup_ci_low)
+    fake(ratio=1.05, process_sd=0.01, seed=8)
+    adaptive = cmp_mod.compare(SPEC, resolve=0.05, budget_s=None, store=store)
+    assert adaptive.rounds == interval.PILOT_ROUNDS and "cannot resolve ±5%" in adaptive.stop_reason
+
+
+def test_a_steady_machine_adds_nothing_and_other_specs_do_not_count(store, fake):
+    for seed in range(3):
+        fake(ratio=1.1, process_sd=0.01, seed=seed)
+        cmp_mod.compare(SPEC, rounds=3, store=store)
+    fake(ratio=1.1, process_sd=0.01, seed=5)
+    other = cmp_mod.compare(SPEC.replace(batch_size=4), rounds=3, store=store)
+    assert other.between == {}                      # no earlier comparison of that spec
+    fake(ratio=1.1, process_sd=0.01, seed=6)
+    same = cmp_mod.compare(SPEC, rounds=3, store=store)
+    tau, k = same.between["inductor"]
+    assert k == 3 and tau < 0.02 and same.row("inductor").verdict_kind == "faster"

@@ -83,3 +83,34 @@ def test_one_round_and_no_round():
     point, lo, hi = ratio_interval([_round(rng, 1.5, 0.0)])
     assert lo < point < hi and 1.3 < point < 1.7           # the step-to-step spread only: a single round
     assert resolution(None, lo, hi) is None
+
+
+def test_the_spread_between_comparisons_is_recovered_and_restores_coverage_of_the_machines_speedup():
+    """Each comparison's own speedup lands τ = 6 % (log) around the machine's, its rounds 3 % around that (the shape
+    measured in benchmarks/trust.md). An interval from one comparison's rounds alone covers the machine's speedup in
+    well under half of the comparisons; with τ estimated from 6 earlier comparisons (DerSimonian–Laird), in about
+    95 %. With no spread between comparisons the estimate is near 0 and the interval is not widened much."""
+    from tcbench.measure.interval import between_spread, log_interval
+
+    rng = np.random.default_rng(3)
+
+    def comparison(tau: float) -> list[float]:
+        return list(rng.normal(rng.normal(0.0, tau), 0.03, 5))
+
+    alone = widened = 0
+    taus = []
+    n = 400
+    for _ in range(n):
+        earlier = [comparison(0.06) for _ in range(6)]
+        tau = between_spread(earlier)
+        taus.append(tau)
+        logs = comparison(0.06)
+        _, lo, hi = log_interval(logs)
+        alone += lo <= 1.0 <= hi
+        _, lo, hi = log_interval(logs, tau=tau)
+        widened += lo <= 1.0 <= hi
+    assert alone / n < 0.6 and 0.9 <= widened / n <= 0.99, (alone / n, widened / n)
+    assert 0.04 < float(np.median(taus)) < 0.08
+    steady = [between_spread([comparison(0.0) for _ in range(6)]) for _ in range(200)]
+    assert float(np.median(steady)) < 0.01
+    assert between_spread([[0.1, 0.2]] * 2) is None   # fewer than MIN_EARLIER comparisons: not estimated
