@@ -128,9 +128,13 @@ class Comparison:
         if not pairs:
             problems.append("no round ran both jobs")
         noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
-        kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds,
-                             advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
-                                    self.rule and self.rule.budget_s))
+        what_to_do = advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
+                            self.rule and self.rule.budget_s)
+        if label in self.between and 2 * self.between[label][0] > math.log1p(self.rule.resolve if self.rule
+                                                                            else DEFAULT_RESOLVE):
+            what_to_do = ("the speedup itself moves between comparisons on this machine, so more rounds will not "
+                          "narrow this interval: measure on cores no other tenant shares")
+        kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds, what_to_do)
         nat_med = median_of([a.median_step_s for a, _ in complete])
         # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
         compile_s = median_of([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete

@@ -142,6 +142,7 @@ def test_the_interval_includes_how_far_the_speedup_moved_between_earlier_compari
     # far wider than the rounds of this one minute alone say
     assert math.log(row.speedup_ci_high / row.speedup_ci_low) > 3 * math.log(alone[2] / alone[1])
     assert row.verdict_kind == "inconclusive" and "moved between 3 earlier comparisons" in row.verdict
+    assert "more rounds will not narrow" in row.verdict and "give the rounds more time" not in row.verdict
     again = cmp_mod.load_comparison(fixed.comparison_id, store)
     assert again.between == fixed.between and again.row("inductor").speedup_ci_low == pytest.approx(row.speedup_ci_low)
     fake(ratio=1.05, process_sd=0.01, seed=8)
