@@ -17,8 +17,8 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from tcbench.measure.interval import (PILOT_ROUNDS, RoundsRule, between_spread, log_ratios, ratio_interval, resolution,
-                                      value_interval)
+from tcbench.measure.interval import (MIN_EARLIER, PILOT_ROUNDS, RoundsRule, between_spread, log_ratios,
+                                      ratio_interval, resolution, value_interval)
 from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
                                      warnings_for)
 from tcbench.core.results import AA, JobResult, SummaryRow, aa_label, backend_of
@@ -145,6 +145,9 @@ class Comparison:
             tau, k = self.between[label]
             text += (f" (the interval includes how far the speedup moved between {k} earlier comparisons on this "
                      f"machine: ±{math.expm1(tau):.1%})")
+        elif kind in ("faster", "slower") and len(complete) >= 2:
+            text += (f" (from this comparison's rounds alone: with {MIN_EARLIER} earlier comparisons of this spec the "
+                     "interval would also include how far the speedup moves between comparisons on this machine)")
         if kind == "faster" and be_lo is not None:
             text += f"; compiling pays off after {be_lo:,.0f}–{be_hi:,.0f} steps"
         elif kind == "slower":

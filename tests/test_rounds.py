@@ -161,3 +161,6 @@ def test_a_steady_machine_adds_nothing_and_other_specs_do_not_count(store, fake)
     same = cmp_mod.compare(SPEC, rounds=3, store=store)
     tau, k = same.between["inductor"]
     assert k == 3 and tau < 0.02 and same.row("inductor").verdict_kind == "faster"
+    assert "moved between 3 earlier comparisons" in same.row("inductor").verdict
+    # the first comparison of a spec says its decisive verdict rests on its own rounds alone
+    assert "from this comparison's rounds alone" in other.row("inductor").verdict

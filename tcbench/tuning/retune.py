@@ -256,10 +256,18 @@ def _open_study(plan: RetunePlan, name: str, backend_storage: Any, sampler: Any,
     study = optuna.create_study(storage=storage, study_name=name, direction="minimize", load_if_exists=True,
                                 sampler=make_sampler(sampler, seed, n_trials),
                                 pruner=make_pruner(pruner, plan.steps, n_trials, storage))
-    _check_resume(study, dict(new_batch_size=plan.new_batch, low=plan.low, high=plan.high, steps=plan.steps,
-                              budget=plan.budget, eval_batches=eval_batches, spec=plan.spec.to_json()))
-    remember(study, n_trials=n_trials, seed=seed, report_every=report_every,
-             sampler=sampler if isinstance(sampler, str) else None, pruner=pruner if isinstance(pruner, str) else None)
+    # PostgreSQL: one process at a time writes or checks the settings, so a process starting the same new study at
+    # the same moment never reads them half written
+    claim = Claim(storage, study_id(storage, study))
+    try:
+        with claim:
+            _check_resume(study, dict(new_batch_size=plan.new_batch, low=plan.low, high=plan.high, steps=plan.steps,
+                                      budget=plan.budget, eval_batches=eval_batches, spec=plan.spec.to_json()))
+            remember(study, n_trials=n_trials, seed=seed, report_every=report_every,
+                     sampler=sampler if isinstance(sampler, str) else None,
+                     pruner=pruner if isinstance(pruner, str) else None)
+    finally:
+        claim.close()
     return study, storage
 
 
