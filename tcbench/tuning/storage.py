@@ -168,9 +168,11 @@ def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
             if not _retryable(exc):   # the database answered, and not with a passing state: it cannot be used
                 raise _refuse(shown, f"the database{where} cannot be opened ({cause})") from None
             if attempt == TRIES:
+                hint = ("" if isinstance(exc, sqlalchemy.exc.IntegrityError)   # a catalog race, not the server
+                        else "; is its server running, and is the URL right?")
                 raise StoreUnreachable(
                     f"storage={shown!r}: the database{where} could not be opened after {TRIES} tries over "
-                    f"{time.monotonic() - t0:.0f} s ({cause}); is its server running, and is the URL right?") from None
+                    f"{time.monotonic() - t0:.0f} s ({cause}){hint}") from None
             time.sleep(BACKOFF_S * 2 ** (attempt - 1))
     return backend, shown
 
