@@ -1,9 +1,10 @@
-"""CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr``, ``retune-lr`` and ``tune-worker`` (added
-by ``cli.app.build_parser``)."""
+"""CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr``, ``retune-lr``, ``tune-worker`` and
+``dashboard`` (added by ``cli.app.build_parser``)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from tcbench.cli.common import add_job_options, backend_list, job_spec, print_table, whole_number
 from tcbench.core.errors import StoreError
@@ -111,6 +112,17 @@ def cmd_tune_worker(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dashboard(a: argparse.Namespace) -> int:
+    from tcbench.tuning.dashboard import DashboardMissing, dashboard
+
+    try:
+        dashboard(a.storage, host=a.host, port=a.port)   # until Ctrl-C
+    except DashboardMissing as exc:   # the extra is not installed: one line, like the other errors a user fixes
+        print(f"tcbench: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_noise_scale(a: argparse.Namespace) -> int:
     from tcbench.tuning.noise import noise_scale
 
@@ -146,11 +158,12 @@ def _target_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_subcommands(sub: "argparse._SubParsersAction") -> None:
-    """Add ``max-batch``, ``retune-lr``, ``tune-worker``, ``noise-scale`` and ``predict-lr`` to the ``tcbench``
-    parser's subcommands."""
+    """Add ``max-batch``, ``retune-lr``, ``tune-worker``, ``noise-scale``, ``predict-lr`` and ``dashboard`` to the
+    ``tcbench`` parser's subcommands."""
     _add_max_batch(sub)
     _add_retune_lr(sub)
     _add_lr_tools(sub)
+    _add_dashboard(sub)
 
 
 def _add_max_batch(sub: "argparse._SubParsersAction") -> None:
@@ -219,3 +232,13 @@ def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:
                    help="adam: the surge form (tcbench trains with AdamW); sgd: McCandlish's form")
     p.add_argument("--micro-batches", type=int, default=2, help="for the noise-scale job when none is stored")
     p.set_defaults(func=cmd_predict_lr)
+
+
+def _add_dashboard(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("dashboard", help="optuna-dashboard on a study's storage until Ctrl-C (pip install "
+                                         "'tcbench[dashboard]')")
+    p.add_argument("--storage", default="store", help="'store' (tcbench's own, where retune-lr --storage store "
+                   "keeps its studies) or the URL retune-lr printed (sqlite:///…, postgresql://…)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to listen on (it asks for no password)")
+    p.add_argument("--port", type=int, default=None, help="default: a free port (the URL to open is printed)")
+    p.set_defaults(func=cmd_dashboard)
