@@ -35,6 +35,7 @@ from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult,
                        project_scaling, scaling)
 from tcbench.tuning import (LrPrediction, MaxBatchResult, NoiseScale, RetuneResult, TwoStageResult, find_max_batch, noise_scale,
                      predict_lr, retune_lr, rule_lrs, two_stage)
+from tcbench.tuning.dashboard import Dashboard, dashboard, start_dashboard
 
 __version__ = "0.1.0"
 
@@ -67,5 +68,5 @@ __all__ = [
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
     "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
-    "two_stage", "TwoStageResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
+    "two_stage", "TwoStageResult", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
 ]

@@ -4,14 +4,19 @@ Each action calls tcbench's public API (``tc.find_max_batch``, ``tc.predict_lr``
 background thread. "Predict LR" measures the gradient noise scale (or reads the stored one) and shows the
 noise-scale prediction beside the linear and square-root rules, in plain words for the chosen optimiser;
 "Retune LR" searches from those guesses, trials appearing in the live figure as they finish (pruned trials
-marked). "Use this learning rate" copies the best lr (and the new batch) into the Run tab's controls.
+marked). "Use this learning rate" copies the best lr (and the new batch) into the Run tab's controls. "Keep
+the study" retunes in tcbench's store instead of in memory; the study can then be opened in optuna-dashboard,
+started on 127.0.0.1 from a thread of this kernel when it is installed (``tcbench[dashboard]``), or from a terminal
+with the ``tcbench dashboard`` command shown.
 """
 
 from __future__ import annotations
 
 import html
+import importlib.util
 import math
 import threading
+import time
 from typing import Any, Callable
 
 import ipywidgets as w
@@ -77,6 +82,17 @@ class TuningTab:
         self.use_button = w.Button(description="Use this learning rate", icon="check", disabled=True)
         self.use_button.add_class("tcb-use-lr")
         self.stop_button = w.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
+        self.keep_study = w.Checkbox(value=False, description="keep the study in the store (optuna-dashboard)",
+                                     indent=False, layout=w.Layout(width="auto"))
+        self.keep_study.add_class("tcb-keep-study")
+        self.dashboard_button = w.Button(description="Open in optuna-dashboard", icon="external-link",
+                                         layout=w.Layout(display="none", width="auto"))
+        self.dashboard_button.add_class("tcb-open-dashboard")
+        self.dashboard_note = w.HTML("")
+        self.dashboard_note.add_class("tcb-dashboard")
+        self._study: tuple[str, str, str] | None = None   # (storage, shown URL, study name) of a kept retune
+        self._dashboard: Any = None                         # the running tc.Dashboard and its storage
+        self._dashboard_storage: str | None = None
         self.message = w.HTML("<p>Budget 0 = the chosen profile's memory per device.</p>")
         self.message.add_class("tcb-tuning-message")
         self.table = w.HTML("")
@@ -87,9 +103,11 @@ class TuningTab:
         self.retune_button.on_click(lambda _b: self.run_retune())
         self.use_button.on_click(lambda _b: self.use_lr())
         self.stop_button.on_click(lambda _b: self._bg.stop())
+        self.dashboard_button.on_click(lambda _b: self.open_dashboard())
         self.box = w.VBox([w.HBox([self.budget, self.include_compiled, self.find_button]),
                            w.HBox([self.new_batch, self.optimizer, self.predict_button]),
                            w.HBox([self.trials, self.seeds, self.sample_budget, self.retune_button, self.use_button, self.stop_button]),
+                           w.HBox([self.keep_study, self.dashboard_button]), self.dashboard_note,
                            self.message, self.advice, self.table, self.fig])
         self.box.add_class("tcb-tuning")
 
@@ -220,9 +238,14 @@ class TuningTab:
             self.message.value = f"<p>Trial {event['number']}: lr {event['lr']:.3g} → {state}</p>"
 
         self.message.value = f"<p>Retuning the learning rate for batch {new_batch} …</p>"
+        self.show_study(None, None, "")
+        storage = "store" if self.keep_study.value else None   # a new study each time: the panel never resumes one
+        name = f"panel-b{spec.batch_size}-to-b{new_batch}-{time.strftime('%Y%m%d-%H%M%S')}" if storage else None
         self.retune = tc.retune_lr(spec, new_batch_size=new_batch, n_trials=int(self.trials.value),
                                    observer=observer, stop=self._bg.stop_event, optimizer=self.optimizer.value,
-                                   budget=self.sample_budget.value, seeds=int(self.seeds.value))
+                                   budget=self.sample_budget.value, seeds=int(self.seeds.value), storage=storage,
+                                   study_name=name)
+        self.show_study(storage, self.retune.storage, self.retune.study_name)
         self.table.value = self.retune.summary().to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
         r = self.retune
         pred = (f" Predicted from the gradient noise scale: {r.prediction.lr:.3g} ({r.prediction.noise.describe()})."
@@ -232,6 +255,52 @@ class TuningTab:
             self.advice.value = f"<p><b>Which rule?</b> {html.escape(r.prediction.advice())}</p>"
         self.message.value = (f"<p>{html.escape(r.describe())}{html.escape(pred)} {len(r.trials)} trials, "
                               f"{r.n_pruned} pruned.</p>")
+
+    def show_study(self, storage: str | None, shown: str | None, study_name: str) -> None:
+        """Offer optuna-dashboard on a study kept in a database (``storage`` as retune_lr took it, ``shown``: its URL,
+        password masked): the button when optuna-dashboard is installed, else how to install it, and the terminal
+        command either way. ``shown`` None (a study kept in memory): nothing."""
+        self._study = None if storage is None or shown is None else (storage, shown, study_name)
+        installed = importlib.util.find_spec("optuna_dashboard") is not None
+        self.dashboard_button.layout.display = None if self._study and installed else "none"
+        if self._study is None:
+            self.dashboard_note.value = ""
+            return
+        how = ("the button opens it here, or from a terminal:" if installed else
+               "to browse it in optuna-dashboard, <code>pip install 'tcbench[dashboard]'</code>, then:")
+        self.dashboard_note.value = (f"<p>Study <b>{html.escape(study_name)}</b> is kept in {html.escape(shown)}; "
+                                     f"{how} {self._command()}</p>")
+
+    def _command(self) -> str:
+        """``tcbench dashboard --storage <shown URL>`` as HTML (and where the password goes when it is masked)."""
+        shown = self._study[1] if self._study else ""
+        hint = " (put the password back in place of ***)" if "***" in shown else ""
+        return f"<code>tcbench dashboard --storage '{html.escape(shown)}'</code>{hint}"
+
+    def open_dashboard(self) -> str | None:
+        """Serve optuna-dashboard on the kept study's storage (on 127.0.0.1, from a thread of this kernel, started
+        once per storage) and link to the study's page; returns the link (None: nothing kept, or it failed)."""
+        if self._study is None:
+            return None
+        storage, _shown, name = self._study
+        try:
+            if self._dashboard is None or self._dashboard_storage != storage:
+                self.close_dashboard()
+                self._dashboard, self._dashboard_storage = tc.start_dashboard(storage), storage
+            url = self._dashboard.study_url(name)
+        except Exception as exc:  # not installed, the storage gone: shown, the panel stays usable
+            self.dashboard_note.value = f"<p style='color:#b00020'>{html.escape(str(exc), quote=False)}</p>"
+            return None
+        self.dashboard_note.value = (f"<p><a href='{html.escape(url)}' target='_blank' rel='noopener'>Open the study in "
+                                     f"optuna-dashboard</a> ({html.escape(url)}, served by this kernel), or from a "
+                                     f"terminal: {self._command()}</p>")
+        return url
+
+    def close_dashboard(self) -> None:
+        """Stop the optuna-dashboard this tab started (if any)."""
+        if self._dashboard is not None:
+            self._dashboard.stop()
+        self._dashboard = self._dashboard_storage = None
 
     def use_lr(self) -> None:
         """Copy the retuned learning rate and the new batch into the Run tab."""

@@ -74,7 +74,8 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
         print_table(res.trials)
     if a.storage:   # res.storage shows the URL with its password as ***
         hint = "; put the password back in place of ***" if "***" in res.storage else ""
-        print(f"study {res.study_name!r} in {res.storage} (optuna-dashboard {res.storage} opens it{hint})")
+        print(f"study {res.study_name!r} in {res.storage} (tcbench dashboard --storage '{res.storage}' opens it in "
+              f"optuna-dashboard{hint})")
     return 0 if res.best_lr is not None else 1
 
 
