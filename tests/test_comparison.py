@@ -116,7 +116,7 @@ def test_a_stored_report_shows_the_stored_environment(trio):
     store = Store()
     run_id = trio.results[0].run_id
     store._write("UPDATE runs SET env_json=json_set(env_json, '$.host', 'stored-host-xyz', '$.torch', '9.9.9') "
-                 "WHERE comparison_id=?", (trio.comparison_id,))
+                 "WHERE comparison_id=:cid", {"cid": trio.comparison_id})
     html = tc.load_comparison(trio.comparison_id).to_html()
     assert "stored-host-xyz" in html and "9.9.9" in html
     assert tc.get_run(run_id).env["host"] == "stored-host-xyz"
