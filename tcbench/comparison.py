@@ -385,7 +385,8 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
 
 def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> str:
     """Why no further round starts ("" to run one more): the fixed count, or the adaptive rule — the resolution
-    reached, the budget (a round is not started when the rounds so far say it would end past it), the maximum, or a
+    reached, the budget (a round is not started when the rounds so far say it would end past it; never before two
+    rounds), the maximum, or a
     job that cannot run (failed, out of memory, unavailable: another round would end the same way)."""
     rule = cmp.rule
     if rule is None:
@@ -402,7 +403,9 @@ def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> str:
                 f"machine: more rounds now cannot resolve ±{rule.resolve:.0%}")
     if done >= rule.max_rounds:
         return f"max_rounds={rule.max_rounds} reached"
-    if rule.budget_s is not None and done and elapsed_s + elapsed_s / done > rule.budget_s:
+    # a single round says nothing about the spread between processes: the budget ends the rounds after two at the
+    # earliest (a first round's cold compile would otherwise leave "0.91× (single round)" as the answer)
+    if rule.budget_s is not None and done >= 2 and elapsed_s + elapsed_s / done > rule.budget_s:
         return (f"budget spent: {elapsed_s:.0f} s of budget_s={rule.budget_s:g} s ran {done} rounds, and another "
                 f"would end past it")
     return ""

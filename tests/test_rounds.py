@@ -164,3 +164,12 @@ def test_a_steady_machine_adds_nothing_and_other_specs_do_not_count(store, fake)
     assert "moved between 3 earlier comparisons" in same.row("inductor").verdict
     # the first comparison of a spec says its decisive verdict rests on its own rounds alone
     assert "from this comparison's rounds alone" in other.row("inductor").verdict
+
+
+def test_the_budget_never_leaves_a_single_round(store, fake):
+    """A first round slower than the whole budget (a cold compile) still gets a second: one round has no spread
+    between processes to give an interval across runs."""
+    calls = fake(ratio=1.1, process_sd=0.01, seconds_per_job=40.0)
+    cmp = cmp_mod.compare(SPEC, resolve=0.05, budget_s=60, store=store)
+    assert cmp.rounds == 2 and len(calls) == 4 and cmp.stop_reason.startswith("budget spent")
+    assert "single round" not in cmp.row("inductor").verdict
