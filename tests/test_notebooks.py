@@ -14,6 +14,7 @@ import pytest
 pytestmark = [pytest.mark.notebook, pytest.mark.integration]
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+EXECUTED = NOTEBOOKS.parent / "build" / "notebooks"   # each executed copy, for `make docs` (never committed)
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
@@ -28,6 +29,8 @@ def execute(name: str, tmp_path: Path, monkeypatch, timeout: int = 600) -> tuple
     committed = nbformat.read(NOTEBOOKS / name, as_version=4)
     assert all(not c.get("outputs") for c in committed.cells if c.cell_type == "code"), f"{name} has outputs"
     nb, took = gallery.execute(NOTEBOOKS / name, tmp_path, fast=True, timeout=timeout)
+    EXECUTED.mkdir(parents=True, exist_ok=True)   # the docs' gallery shows these outputs (docs/conf.py)
+    nbformat.write(nbformat.from_dict(json.loads(json.dumps(nb))), EXECUTED / name)
     html = gallery.to_html(nbformat.from_dict(json.loads(json.dumps(nb))), tmp_path / f"{Path(name).stem}.html", took)
     text = html.read_text()
     assert "Executed " in text and "jp-OutputArea" in text

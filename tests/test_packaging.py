@@ -3,11 +3,14 @@ versions (and environment.yml and the package's own copy agree with it), README 
 CI calls them."""
 
 import re
+import sys
 import tomllib
+
+import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# what only the Jupyter side needs: never a core dependency (`pip install tcbench` stays small)
+# what only the Jupyter side needs: never a core dependency (`pip install tcbench-workbench` stays small)
 LAB_ONLY = {"jupyterlab", "jupyter-server", "notebook", "ipykernel", "ipython", "ipywidgets", "anywidget", "voila",
             "nbconvert", "nbclient", "nbformat", "playwright", "pytest-playwright"}
 
@@ -49,7 +52,7 @@ def test_environment_yml_pins_what_constraints_txt_pins():
     env, constraints = _pins_from_environment(), _pins_from_constraints()
     assert env == constraints, {k: (env.get(k), constraints.get(k)) for k in env.keys() | constraints.keys()
                                 if env.get(k) != constraints.get(k)}
-    assert re.search(r"^\s*- -e \.\[lab,xla,test\]\s*$", (ROOT / "environment.yml").read_text(), re.M)
+    assert re.search(r"^\s*- -e \.\[lab,xla,test,docs\]\s*$", (ROOT / "environment.yml").read_text(), re.M)
 
 
 def test_pyproject_has_ranges_and_constraints_pins_every_direct_dependency_inside_them():
@@ -59,7 +62,7 @@ def test_pyproject_has_ranges_and_constraints_pins_every_direct_dependency_insid
 
     project, pins = _pyproject(), _pins_from_constraints()
     reqs = list(project["dependencies"]) + [r for extra in project["optional-dependencies"].values() for r in extra
-                                            if _name(r) != "tcbench"]
+                                            if not _name(r).startswith("tcbench")]
     for req in reqs:
         assert "==" not in req and re.search(r">=[0-9.]+,<[0-9.]+$", req), f"{req}: want a range >=low,<high"
         assert _name(req) in pins, f"constraints.txt does not pin {_name(req)}"
@@ -70,10 +73,10 @@ def test_pyproject_has_ranges_and_constraints_pins_every_direct_dependency_insid
 
 def test_package_carries_the_pyproject_ranges_and_the_tested_versions():
     """A pip-installed tcbench has no constraints.txt: its own copies (``tcbench.host.requirements``) must agree."""
-    from tcbench.host.requirements import REQUIREMENTS, TESTED
+    from tcbench.host.requirements import EXTRAS, REQUIREMENTS, TESTED
 
     project = _pyproject()
-    want = {"core": project["dependencies"], **{g: project["optional-dependencies"][g] for g in ("lab", "xla")}}
+    want = {"core": project["dependencies"], **{g: project["optional-dependencies"][g] for g in EXTRAS}}
     for group, reqs in want.items():
         assert sorted(r.line for r in REQUIREMENTS if r.group == group) == sorted(reqs), group
     tested = {_norm(k): v for k, v in TESTED.items()}
@@ -99,7 +102,7 @@ def test_make_installs_every_extra_with_the_constraints():
     make = (ROOT / "Makefile").read_text()
     rule = re.search(r"^\$\(STAMP\):(.*)$", make, re.M)
     assert rule and "constraints.txt" in rule.group(1) and "pyproject.toml" in rule.group(1)
-    assert re.search(r'pip install .*-e "\.\[lab,xla,test\]" -c constraints\.txt', make)
+    assert re.search(r'pip install .*-e "\.\[lab,xla,test,docs\]" -c constraints\.txt', make)
 
 
 def test_readme_opens_with_the_two_commands():
@@ -170,3 +173,56 @@ def test_make_app_serves_on_localhost_behind_a_printed_token(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+@pytest.mark.integration
+def test_the_wheel_installs_into_an_empty_venv_and_runs_from_outside_the_checkout(tmp_path):
+    """`make dist`'s wheel, installed (--no-deps) into a new venv that sees the built torch & co. through a .pth file
+    (their folder only: the checkout's editable install is not processed), runs `import tcbench` and `tcbench doctor`
+    from a folder outside the checkout, with the shipped data read from inside the wheel (no TCBENCH_DATA); its
+    metadata carries our distribution name and a README that renders."""
+    import email
+    import os
+    import subprocess
+    import sysconfig
+    import zipfile
+
+    import readme_renderer.markdown
+
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-deps", "-q", "-w",
+                    str(dist), str(ROOT)], check=True, capture_output=True, timeout=600)
+    wheel, = dist.glob("tcbench_workbench-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = email.message_from_bytes(z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))))
+    assert {"tcbench/data/profiles.json", "tcbench/data/task/train.jsonl", "tcbench/data/task/tokenizer.json",
+            "tcbench/widgets/__init__.py"} <= names
+    assert meta["Name"] == "tcbench-workbench" and meta["Description-Content-Type"] == "text/markdown"
+    assert readme_renderer.markdown.render(meta.get_payload()) and "make demo" in meta.get_payload()
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "built-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--disable-pip-version-check",
+                    "--no-deps", "-q", str(wheel)], check=True, capture_output=True, timeout=600)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("TCBENCH_DATA", "PYTHONPATH")}
+    env["TCBENCH_HOME"] = str(tmp_path / "home")
+    probe = subprocess.run([str(py), "-c", "import tcbench, tcbench.widgets; from tcbench.core.profiles import "
+                            "data_dir; t = tcbench.doctor().set_index('name'); print(tcbench.__file__); "
+                            "print(data_dir()); print(t.installed['data'], t.ok['data'])"], cwd=outside, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert probe.returncode == 0, probe.stderr
+    where, data, doctor_data, found = probe.stdout.split()
+    assert where.startswith(str(site)) and data == doctor_data == str(site / "tcbench" / "data"), probe.stdout
+    assert found == "True", probe.stdout
+    doctor = subprocess.run([str(venv / "bin" / "tcbench"), "doctor"], cwd=outside, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert doctor.stdout.startswith("tcbench 0.1.0 doctor") and "NOT FOUND" not in doctor.stdout
+    assert "result: the core works" in doctor.stdout

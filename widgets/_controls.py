@@ -30,7 +30,6 @@ _HINT_STYLE = "color:#555;font-size:12px"
 MORE = ("size", "seq_len", "steps", "warmup_steps", "lr", "resolve_pct", "budget_s", "rounds", "threads", "nproc",
         "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args")
 EAGER_TEXT = "eager (native PyTorch) — the baseline, always runs"
-DEFAULT_SPEC = dict(model="gpt2", size="tiny", batch_size=8, seq_len=64, steps=40, warmup_steps=5, lr=2e-3, threads=1)
 DEFAULT_ROUNDS, DEFAULT_RESOLVE, DEFAULT_BUDGET_S = tc.DEFAULT_ROUNDS, tc.DEFAULT_RESOLVE, tc.DEFAULT_BUDGET_S
 THREADS_HELP = "1 thread per job keeps the measurement honest on a shared machine"
 SCRIPT_HELP = ("your own training script (tcbench.track() or tcbench.hf.TcbenchCallback() inside, see examples/): "
@@ -103,7 +102,7 @@ class Controls:
               "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args")
 
     def __init__(self, defaults: tc.JobSpec | None = None, on_change: Callable[[], None] | None = None):
-        d = defaults or tc.JobSpec(**DEFAULT_SPEC)
+        d = defaults or tc.JobSpec()   # the demo's job: tiny GPT-2 that learns within 40 steps, 1 thread
         self._on_change = on_change
         self.owner: str | None = None    # what holds the panel (a paired run, a scaling measurement, a retune…)
         self._owner_lock = threading.Lock()

@@ -6,7 +6,7 @@ noise-scale prediction beside the linear and square-root rules, in plain words f
 "Retune LR" searches from those guesses, trials appearing in the live figure as they finish (pruned trials
 marked). "Use this learning rate" copies the best lr (and the new batch) into the Run tab's controls. "Keep
 the study" retunes in tcbench's store instead of in memory; the study can then be opened in optuna-dashboard,
-started on 127.0.0.1 from a thread of this kernel when it is installed (``tcbench[dashboard]``), or from a terminal
+started on 127.0.0.1 from a thread of this kernel when it is installed (``tcbench-workbench[dashboard]``), or from a terminal
 with the ``tcbench dashboard`` command shown.
 """
 
@@ -267,7 +267,7 @@ class TuningTab:
             self.dashboard_note.value = ""
             return
         how = ("the button opens it here, or from a terminal:" if installed else
-               "to browse it in optuna-dashboard, <code>pip install 'tcbench[dashboard]'</code>, then:")
+               "to browse it in optuna-dashboard, <code>pip install 'tcbench-workbench[dashboard]'</code>, then:")
         self.dashboard_note.value = (f"<p>Study <b>{html.escape(study_name)}</b> is kept in {html.escape(shown)}; "
                                      f"{how} {self._command()}</p>")
 

@@ -86,9 +86,14 @@ def _cents(usd: float) -> str:
 
 
 def data_dir() -> Path:
-    """The shipped data folder, or ``$TCBENCH_DATA`` when set."""
+    """The shipped data folder: ``$TCBENCH_DATA`` when set (a folder of your own), else the wheel's
+    ``tcbench/data/``, else a checkout's ``data/`` beside the package."""
     override = os.environ.get("TCBENCH_DATA")
-    return Path(override).expanduser() if override else Path(__file__).resolve().parents[2] / "data"
+    if override:
+        return Path(override).expanduser()
+    package = Path(__file__).resolve().parents[1]
+    inside = package / "data"   # an installed wheel: tcbench/data/
+    return inside if (inside / "profiles.json").is_file() else package.parent / "data"
 
 
 class ProfileDataError(ValueError):

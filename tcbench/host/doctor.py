@@ -17,14 +17,16 @@ from typing import Any
 
 import pandas as pd
 
-from tcbench.host.requirements import (BACKEND_NEEDS, CORE, INSTALL, LAB, REQUIREMENTS, TESTED, XLA, Requirement, backend_check,
-                            cpp_compiler, fix_for, installed_version, installed_versions, package_problem,
-                                        xla_match_command)
+from tcbench.host.requirements import (BACKEND_NEEDS, CORE, DASHBOARD, DIST, EXTRAS, HF, INSTALL, LAB, POSTGRES,
+                                        REQUIREMENTS, TESTED, XLA, Requirement, backend_check, cpp_compiler, fix_for,
+                                        installed_version, installed_versions, package_problem, xla_match_command)
 
 COLUMNS = ["kind", "name", "group", "installed", "tested", "supported", "ok", "detail", "fix"]
 DATA_FILES = ("profiles.json", "task/train.jsonl", "task/eval.jsonl", "task/tokenizer.json")
 GROUP_TITLES = {CORE: "core packages", LAB: "lab extra: JupyterLab panel, Voila app, gallery",
-                XLA: "xla extra: the xla backend"}
+                XLA: "xla extra: the xla backend", HF: "hf extra: a Hugging Face Trainer script",
+                POSTGRES: "postgres extra: the store and studies on PostgreSQL",
+                DASHBOARD: "dashboard extra: optuna-dashboard on a study"}
 
 
 def _system_rows() -> list[dict[str, Any]]:
@@ -38,7 +40,7 @@ def _system_rows() -> list[dict[str, Any]]:
     row = lambda name, installed, detail, ok=True, fix=None: {"kind": "system", "name": name, "installed": installed,
                                                              "ok": ok, "detail": detail, "fix": fix}
     return [
-        row("tcbench", installed_version("tcbench") or "not installed", ""),
+        row("tcbench", installed_version(DIST) or "not installed", f"the {DIST} distribution"),
         row("python", platform.python_version(),
             f"{platform.python_implementation()}, {platform.platform(terse=True)}"),
         row("cpu", f"{cores} cores", cpu_model()),
@@ -57,7 +59,7 @@ def _data_row() -> dict[str, Any]:
     lost = [f for f in DATA_FILES if not (folder / f).is_file()]
     return {"kind": "system", "name": "data", "installed": str(folder), "ok": not lost,
             "detail": f"missing {', '.join(lost)}" if lost else "built-in task, tokenizer, instance profiles",
-            "fix": "set TCBENCH_DATA to the data/ folder of a tcbench checkout" if lost else None}
+            "fix": f"reinstall {DIST} (its wheel carries the data), or set TCBENCH_DATA to a tcbench checkout's data/ folder" if lost else None}
 
 
 def _package_fix(req: Requirement, version: str | None, versions: dict[str, str | None]) -> str:
@@ -124,7 +126,7 @@ def render(table: pd.DataFrame, width: int = 80) -> str:
     data = system["data"]
     out += _wrap(f"data: {data['installed']} ({data['detail'] if data['ok'] else 'NOT FOUND: ' + data['detail']})",
                  width, "")
-    for group in (CORE, LAB, XLA):
+    for group in (CORE, *EXTRAS):
         out += ["", *_wrap(f"{GROUP_TITLES[group]}: {INSTALL[group]}", width, "")]
         out.append(f"  {'package':<13} {'installed':<12} {'tested':<8} supported")
         for r in (r for r in rows if r["kind"] == "package" and r["group"] == group):

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tcbench.core.profiles import cpu_model
-from tcbench.host.requirements import installed_version
+from tcbench.host.requirements import DIST, installed_version
 
-_PACKAGES = ("tcbench", "torch", "torch_xla", "transformers")
+_PACKAGES = ("torch", "torch_xla", "transformers")
 
 
 def _commit() -> str | None:
@@ -64,7 +64,7 @@ def torch_version() -> str | None:
 @functools.lru_cache(maxsize=1)
 def static_env() -> dict[str, Any]:
     """What does not change while this process lives (read once)."""
-    env: dict[str, Any] = {name: installed_version(name) for name in _PACKAGES}
+    env: dict[str, Any] = {"tcbench": installed_version(DIST), **{name: installed_version(name) for name in _PACKAGES}}
     env["torch"] = torch_version()
     env.update(commit=_commit(), python=platform.python_version(), cpu=cpu_model(), cores=os.cpu_count(),
                cores_usable=len(os.sched_getaffinity(0)), host=socket.gethostname(),

@@ -19,8 +19,18 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-CORE, LAB, XLA = "core", "lab", "xla"
-INSTALL = {CORE: "pip install tcbench", LAB: "pip install 'tcbench[lab]'", XLA: "pip install 'tcbench[xla]'"}
+# the distribution's name (pyproject.toml's [project] name): "tcbench" on PyPI is another project
+DIST = "tcbench-workbench"
+CORE, LAB, XLA, HF, POSTGRES, DASHBOARD = "core", "lab", "xla", "hf", "postgres", "dashboard"
+EXTRAS = (LAB, XLA, HF, POSTGRES, DASHBOARD)   # the optional parts the docs name; `all` installs every one
+
+
+def pip_install(extra: str = CORE) -> str:
+    """The pip command that installs tcbench's core or one extra (``pip install 'tcbench-workbench[lab]'``)."""
+    return f"pip install {DIST}" if extra == CORE else f"pip install '{DIST}[{extra}]'"
+
+
+INSTALL = {group: pip_install(group) for group in (CORE, *EXTRAS)}
 
 
 @dataclass(frozen=True)
@@ -29,10 +39,11 @@ class Requirement:
     spec: str    # the supported range, as in pyproject.toml ("" = any)
     group: str   # core, lab or xla
     why: str     # what tcbench uses it for (and why the lower bound)
+    extras: str = ""   # the package's own extras, as in pyproject.toml ("[binary]")
 
     @property
     def line(self) -> str:
-        return f"{self.name}{self.spec}"
+        return f"{self.name}{self.extras}{self.spec}"
 
 
 # what tcbench uses each requirement for (and why its lower bound); the ranges come from the installed metadata
@@ -56,6 +67,9 @@ WHY: dict[str, str] = {
     "nbclient": "the gallery executes notebooks",
     "nbformat": "the gallery reads notebooks",
     "torch_xla": "the xla backend; its major.minor must equal torch's",
+    "accelerate": "a Hugging Face Trainer script (tcbench.hf.TcbenchCallback)",
+    "psycopg": "the store and studies on PostgreSQL (postgresql:// URLs)",
+    "optuna-dashboard": "tcbench dashboard: a study's trials in the browser",
 }
 
 
@@ -65,24 +79,24 @@ def _ordered(spec: str) -> str:
 
 
 def _from_metadata() -> tuple[Requirement, ...]:
-    """The core requirements and the lab / xla extras, as the installed tcbench's metadata lists them
+    """The core requirements and the extras (``EXTRAS``), as the installed tcbench's metadata lists them
     (``importlib.metadata.requires``: pyproject.toml's ranges, in its order)."""
     try:
-        lines = importlib.metadata.requires("tcbench") or []
+        lines = importlib.metadata.requires(DIST) or []
     except importlib.metadata.PackageNotFoundError:   # run from a source tree that was never installed
         return ()
     out = []
     for line in lines:
         m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*(\[[^\]]*\])?\s*([^;]*?)\s*(?:;\s*extra\s*==\s*[\"']([\w-]+)[\"'])?\s*$", line)
-        if not m or m.group(1) == "tcbench":
+        if not m or m.group(1) in (DIST, "tcbench"):
             continue
         group = m.group(4) or CORE
-        if group in (CORE, LAB, XLA):
-            out.append(Requirement(m.group(1), _ordered(m.group(3)), group, WHY.get(m.group(1), "")))
+        if group in (CORE, *EXTRAS):
+            out.append(Requirement(m.group(1), _ordered(m.group(3)), group, WHY.get(m.group(1), ""), m.group(2) or ""))
     return tuple(out)
 
 
-# pyproject.toml's [project] dependencies and the lab / xla extras, in its order, read from the installed metadata
+# pyproject.toml's [project] dependencies and the extras the docs name, in its order, read from the installed metadata
 REQUIREMENTS: tuple[Requirement, ...] = _from_metadata()
 
 # constraints.txt: the exact versions `make` and CI install (a test checks this copy equals the file)
@@ -92,7 +106,8 @@ TESTED: dict[str, str] = {
     "jupyterlab": "4.6.6", "ipywidgets": "8.1.9", "anywidget": "0.11.0", "voila": "0.5.13",
     "nbconvert": "7.17.2", "nbclient": "0.11.0", "nbformat": "5.11.1", "torch_xla": "2.9.0",
     "accelerate": "1.15.0", "psycopg": "3.3.9", "optuna-dashboard": "0.21.0", "psycopg2-binary": "2.9.13", "pytest": "9.2.0", "pytest-timeout": "2.4.0", "pytest-xdist": "3.8.0", "pytest-playwright": "0.10.0", "playwright": "1.65.2",
-    "ipykernel": "7.4.0", "psutil": "7.2.2",
+    "ipykernel": "7.4.0", "readme-renderer": "46.0", "psutil": "7.2.2",
+    "sphinx": "9.0.4", "myst-parser": "5.2.0", "myst-nb": "1.4.0", "furo": "2025.12.19", "sphinx-argparse": "0.6.1",
 }
 
 Versions = Mapping[str, "str | None"]

@@ -127,7 +127,7 @@ class Postgres(Database):
             from sqlalchemy.engine import make_url
         except ImportError:   # a dependency of tcbench's: only a broken environment lacks it
             raise StoreError(f"TCBENCH_DB={mask(url)!r} names a PostgreSQL store but SQLAlchemy is not installed "
-                             "(pip install 'tcbench[postgres]')") from None
+                             "(pip install 'tcbench-workbench[postgres]')") from None
         parts = urlsplit(url)
         self._password = unquote(parts.password) if parts.password else None
         self.path = mask(url, self._password)
@@ -146,7 +146,7 @@ class Postgres(Database):
                              "postgresql:// (psycopg) or postgresql+psycopg2://") from None
         except ImportError as exc:
             raise StoreError(f"TCBENCH_DB={self.path!r} names a PostgreSQL store but its driver "
-                             f"{exc.name or str(exc)!r} is not installed (pip install 'tcbench[postgres]')") from None
+                             f"{exc.name or str(exc)!r} is not installed (pip install 'tcbench-workbench[postgres]')") from None
         self.operational = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
         self._engine: Any = None
 

@@ -5,7 +5,7 @@ process and returns a ``Dashboard`` (its ``url``, ``study_url(name)`` and ``stop
 links to. Both listen on 127.0.0.1 by default: optuna-dashboard asks for no password, and whoever reaches it may
 rename or delete studies. The storage is checked as ``retune_lr`` checks it (``storage.open_storage``), except that
 an SQLite file (or tcbench's store) that does not exist is refused, not created: the dashboard only shows studies.
-optuna-dashboard is the extra ``tcbench[dashboard]``; it is imported only when a dashboard starts.
+optuna-dashboard is the extra ``tcbench-workbench[dashboard]``; it is imported only when a dashboard starts.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from tcbench.core.spec import SpecError
+from tcbench.host.requirements import DASHBOARD, pip_install
 from tcbench.store.api import Store
 from tcbench.store.postgres import mask
 from tcbench.tuning.storage import _sqlite_path, open_storage
 
 __all__ = ["Dashboard", "DashboardMissing", "INSTALL", "dashboard", "start_dashboard"]
 
-INSTALL = "pip install 'tcbench[dashboard]'"
+INSTALL = pip_install(DASHBOARD)
 LOOPBACK = ("127.0.0.1", "localhost")
 SHOWN = ("'store' (tcbench's own), or the URL of a database that holds studies (sqlite:///path of an existing file, "
          "postgresql://user@host:port/database)")

@@ -20,7 +20,7 @@ from tcbench.job.backends import REGISTRY
 from tcbench.cli.app import main
 
 ROOT = Path(__file__).resolve().parents[2]
-# what `pip install tcbench` (no extra) must run without
+# what `pip install tcbench-workbench` (no extra) must run without
 JUPYTER = ("jupyterlab", "jupyter_server", "ipywidgets", "anywidget", "voila", "nbconvert", "notebook", "ipykernel")
 
 
@@ -44,7 +44,7 @@ def test_backend_status_from_fake_versions():
 
     ok, why = req.backend_status("xla", {"torch": "2.9.0", "torch_xla": None}, cxx)
     assert not ok and "torch_xla is not installed" in why
-    assert "pip install 'torch_xla==2.9.*'" in why and "pip install 'tcbench[xla]'" in why
+    assert "pip install 'torch_xla==2.9.*'" in why and "pip install 'tcbench-workbench[xla]'" in why
 
     ok, why = req.backend_status("inductor", both, ("g++", None))
     assert not ok and "C++ compiler" in why and "g++" in why
@@ -52,7 +52,7 @@ def test_backend_status_from_fake_versions():
 
     for backend in ("eager", "inductor", "xla"):
         ok, why = req.backend_status(backend, {"torch": None, "torch_xla": "2.9.0"}, cxx)
-        assert not ok and "torch is not installed" in why and "pip install tcbench" in why
+        assert not ok and "torch is not installed" in why and "pip install tcbench-workbench" in why
     with pytest.raises(ValueError, match="allowed: eager, inductor, xla"):
         req.backend_status("tpu", both, cxx)
 
@@ -88,14 +88,14 @@ def test_doctor_table_says_what_is_missing_and_how_to_install_it(monkeypatch):
     assert list(table.columns) == _doctor.COLUMNS
     rows = table.set_index(["kind", "name"])
     voila = rows.loc[("package", "voila")]
-    assert not voila["ok"] and voila["fix"] == "pip install 'tcbench[lab]'"
+    assert not voila["ok"] and voila["fix"] == "pip install 'tcbench-workbench[lab]'"
     assert rows.loc[("package", "torch"), "tested"] == req.TESTED["torch"]
     assert rows.loc[("package", "torch_xla"), "fix"].startswith("pip install 'torch_xla==")
     assert not rows.loc[("backend", "xla"), "ok"] and rows.loc[("backend", "eager"), "ok"]
     assert _doctor.core_works(table)   # optional parts missing: the core still works
 
     text = _doctor.render(table, width=60)
-    assert "voila         MISSING" in text and "pip install 'tcbench[lab]'" in text
+    assert "voila         MISSING" in text and "pip install 'tcbench-workbench[lab]'" in text
     assert "result: the core works (optional parts are missing)" in text
     assert "\x1b" not in text and all(len(line) <= 60 for line in text.splitlines()), text
 
@@ -122,7 +122,7 @@ def test_tcbench_doctor_runs_and_names_each_backend(capsys):
 
 # -- the core without JupyterLab, ipywidgets or Voila --------------------------------------------------------------
 def _core_distributions() -> set[str]:
-    """The installed distributions `pip install tcbench` brings: pyproject's core dependencies and theirs."""
+    """The installed distributions `pip install tcbench-workbench` brings: pyproject's core dependencies and theirs."""
     from packaging.requirements import Requirement
 
     todo = list(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
@@ -157,7 +157,7 @@ def _core_only_site(folder: Path) -> Path:
 
 def test_the_core_imports_and_its_cli_runs_without_any_jupyter_package(tmp_path):
     """A real core-only environment, not a mock: Python without its site-packages (-S), and on its path only the
-    distributions `pip install tcbench` would install (pyproject's core dependencies, closed over theirs) plus
+    distributions `pip install tcbench-workbench` would install (pyproject's core dependencies, closed over theirs) plus
     the tcbench source. JupyterLab, ipywidgets, Voila ... are then neither importable nor in the metadata."""
     dists = _core_distributions()
     assert not {re.sub(r"[-_.]+", "-", j) for j in JUPYTER} & set(dists), "a core dependency pulls in Jupyter"
@@ -192,7 +192,7 @@ print('core ok')
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     for name in ("jupyterlab", "ipywidgets", "anywidget", "voila", "nbconvert"):
         assert re.search(rf"^  {name}\s+MISSING", doctor.stdout, re.M), doctor.stdout
-    assert "pip install 'tcbench[lab]'" in doctor.stdout.split("missing (what")[1]
+    assert "pip install 'tcbench-workbench[lab]'" in doctor.stdout.split("missing (what")[1]
     assert "result: the core works (optional parts are missing)" in doctor.stdout
     for args in (("profiles",), ("compare", "--help"), ("backends",)):
         out = run("-m", "tcbench.cli", *args)
@@ -205,3 +205,18 @@ def test_doctor_says_when_the_data_folder_is_missing(monkeypatch, tmp_path):
     row = table.set_index(["kind", "name"]).loc[("system", "data")]
     assert not row["ok"] and "profiles.json" in row["detail"] and "TCBENCH_DATA" in row["fix"]
     assert not _doctor.core_works(table)
+
+
+def test_doctor_checks_every_extra_the_docs_name_and_all_installs_them():
+    """lab, xla, hf, postgres and dashboard each have their packages checked and their pip command shown; the
+    `all` extra installs every one of them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == req.DIST == "tcbench-workbench"
+    table = tc.doctor()
+    for extra in req.EXTRAS:
+        names = {re.match(r"[A-Za-z0-9_.\-]+", r).group() for r in project["optional-dependencies"][extra]}
+        assert names == set(table[(table.kind == "package") & (table.group == extra)].name), extra
+        assert req.pip_install(extra) == f"pip install 'tcbench-workbench[{extra}]'"
+        assert f"{_doctor.GROUP_TITLES[extra]}: {req.pip_install(extra)}" in _doctor.render(table, width=200)
+    everything = re.search(r"\[(.*)\]", project["optional-dependencies"]["all"][0]).group(1).split(",")
+    assert set(everything) == set(req.EXTRAS)

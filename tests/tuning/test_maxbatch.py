@@ -207,7 +207,7 @@ def test_a_search_kept_in_a_study_resumes_without_running_a_probe_again(store, t
 
     url = f"sqlite:///{tmp_path / 'mb.db'}"
     ran = _fake_runs(monkeypatch, limit=40)
-    spec = JobSpec(size="tiny", seq_len=32, batch_size=8)
+    spec = JobSpec(model="bert-base-cased", size="tiny", seq_len=32, batch_size=8)
     first = find_max_batch(spec, backends=["eager"], max_batch=128, storage=url, store=store, memory_budget_gb=1.0)
     assert first.max_batch["eager"] == 40 and first.study_name.startswith("maxbatch-bert-base-cased-tiny-s32-")
     assert len(ran) == len(first.probe_rows) and not first.probes().reused.any()

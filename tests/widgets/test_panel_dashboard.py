@@ -68,8 +68,8 @@ def test_without_optuna_dashboard_the_tab_says_how_to_install_it(tab, study_url,
     monkeypatch.setitem(sys.modules, "optuna_dashboard", None)   # find_spec: None; import: ImportError
     tab.show_study(study_url, study_url, "shared")
     note = tab.dashboard_note.value
-    assert not _shown(tab) and "pip install 'tcbench[dashboard]'" in note and "tcbench dashboard --storage" in note
-    assert tab.open_dashboard() is None and "pip install 'tcbench[dashboard]'" in tab.dashboard_note.value
+    assert not _shown(tab) and "pip install 'tcbench-workbench[dashboard]'" in note and "tcbench dashboard --storage" in note
+    assert tab.open_dashboard() is None and "pip install 'tcbench-workbench[dashboard]'" in tab.dashboard_note.value
 
 
 def test_a_password_is_never_shown(tab):
