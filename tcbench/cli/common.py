@@ -1,38 +1,98 @@
-"""What every command group shares: the job options (derived from ``JobSpec``'s fields and defaults), the
-backend list, and the table printer. Command modules import this one, never each other."""
+"""What every command group shares: the job options (derived from ``JobSpec``'s fields and defaults, grouped as the
+help shows them), the help formatter, the backend list, the table printer and the translation of API words into the
+command line's. Command modules import this one, never each other."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import shutil
 import sys
 import typing
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from tcbench.core.spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec
+from tcbench.core.spec import BACKENDS, CACHE_MODES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec
 
 # the JobSpec fields a command never takes as an option: the backend is the command's own, the rest are API-only
 NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "script", "script_args", "noise_micro_batches")
 # the option whose name is not the field's
 FLAGS = {"warmup_steps": "--warmup"}
-CHOICES = {"precision": PRECISIONS, "padding": PADDINGS, "cache": ("shared", "cold")}
+CHOICES = {"precision": PRECISIONS, "padding": PADDINGS, "cache": CACHE_MODES, "compile_mode": INDUCTOR_MODES}
+# the help's option groups, in the order it shows them; every job option is in one (tests check it)
+MODEL, TRAINING, COMPILER, MEASUREMENT, PARALLEL, OUTPUT = ("model", "training", "compiler", "measurement",
+                                                           "data parallel", "storage and output")
+GROUPS: dict[str, tuple[str, ...]] = {
+    MODEL: ("model", "size", "dataset", "padding", "dropout"),
+    TRAINING: ("batch_size", "seq_len", "steps", "warmup_steps", "lr", "seed", "precision", "loss_every"),
+    COMPILER: ("compile_mode", "cache", "debug"),
+    MEASUREMENT: ("threads", "profile", "stall_s", "timeout_s"),
+    PARALLEL: ("nproc", "nnodes", "node_rank", "rdzv_endpoint"),
+}
+MULTI_NODE = ("nnodes", "node_rank", "rdzv_endpoint")
 HELP = {
     "model": "catalog name (tcbench models), a local folder, or a factory package.module:function",
     "size": "tiny, small or base (a factory's own word for it)",
+    "batch_size": "samples per step (per process with --nproc)",
+    "seq_len": "tokens per sample",
+    "steps": "optimizer steps per job, warmup included",
     "warmup_steps": "warmup steps, reported apart",
+    "lr": "learning rate (AdamW)",
+    "seed": "seed of the weights and the data order (0..2**32-1)",
+    "precision": "fp32, or bf16/fp16 autocast",
+    "padding": "max_length: every batch padded to --seq-len (one shape); longest/bucket: shapes change",
     "dataset": "'builtin', a .csv/.jsonl file with text,label columns, or a batch factory package.module:function",
-    "profile": "instance profile (tcbench profiles)",
+    "compile_mode": "torch.compile's mode (inductor only)",
+    "loss_every": "read the loss on the host every k steps only (each read is a device sync)",
+    "dropout": "dropout probability; 0 for a tight loss-parity check",
+    "threads": "CPU threads per job (1 measures most steadily)",
+    "cache": "shared: reuse the compile cache; cold: compile from scratch each job",
+    "profile": "instance profile (tcbench profiles) whose memory budget applies",
     "debug": "keep the compiler's own report in the run's artifacts",
-    "stall_s": "stop a job that reports nothing for max(this, 20 x its median step) seconds (default 300)",
-    "timeout_s": "optional cap on one job's wall-clock seconds",
+    "stall_s": "stop a job that reports nothing for max(this, 20 x its median step) seconds",
+    "timeout_s": "cap on one job's wall-clock seconds",
     "nproc": "data-parallel processes on this machine (torchrun + DDP; --batch-size is per process)",
     "nnodes": "machines of the job: run the same command on each, with its own --node-rank",
     "node_rank": "this machine's place among --nnodes (0 … nnodes-1)",
     "rdzv_endpoint": "host:port of node 0's rendezvous (with --nnodes > 1)",
 }
+# what a field's None default means, said in the help instead of "None"
+NONE_MEANS = {"dropout": "the architecture's own", "threads": "every core this process may use",
+              "timeout_s": "no cap", "rdzv_endpoint": "none, one machine"}
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """The description and example keep their lines; every option's help ends with its default (an option whose
+    help already says it, a flag that is off, or one without a default value is left as it is)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text or not action.option_strings or action.default in (None, False, argparse.SUPPRESS)
+                or action.required):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def command(sub: "argparse._SubParsersAction", name: str, help: str, example: str, about: str = "",
+            **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand with its one-line ``help``, a description (``help`` then ``about``) and an example."""
+    text = help[0].upper() + help[1:] + "." + (f"\n\n{about}" if about else "")
+    p = sub.add_parser(name, help=help, description=text, epilog=f"example:\n  {example}",
+                       formatter_class=Formatter, **kwargs)
+    for title in (*GROUPS, OUTPUT):   # in this order; the help leaves out the ones a command does not use
+        p.add_argument_group(title)
+    return p
+
+
+def group(p: argparse.ArgumentParser, title: str) -> Any:
+    """The option group ``title`` of ``p``, made the first time it is asked for (the help shows it in that order)."""
+    for g in p._action_groups:
+        if g.title == title:
+            return g
+    return p.add_argument_group(title)
 
 
 def job_fields() -> list[dataclasses.Field]:
@@ -49,20 +109,31 @@ def _dest(name: str) -> str:
     return flag(name)[2:].replace("-", "_")
 
 
+def _default_text(name: str, default: Any) -> str:
+    if default is None:
+        return f"default: {NONE_MEANS[name]}"
+    return "" if default is False else f"default: {default}"
+
+
 def add_job_options(p: argparse.ArgumentParser, only: Sequence[str] | None = None,
-                    help: dict[str, str] | None = None) -> None:
-    """One option per JobSpec field (``only``: those fields), its type and default taken from JobSpec."""
+                    help: dict[str, str] | None = None, leave_out: Sequence[str] = ()) -> None:
+    """One option per JobSpec field (``only``: those fields; ``leave_out``: not these), its type and default taken
+    from JobSpec, in the help's groups (``GROUPS``)."""
     hints = typing.get_type_hints(JobSpec)
+    where = {name: title for title, names in GROUPS.items() for name in names}
     for f in job_fields():
-        if only is not None and f.name not in only:
+        if (only is not None and f.name not in only) or f.name in leave_out:
             continue
+        g = group(p, where[f.name])
         kind = hints[f.name]
-        text = (help or {}).get(f.name, HELP.get(f.name))
+        default = _default_text(f.name, f.default)
+        text = (help or {}).get(f.name, HELP.get(f.name, "")) + (f" ({default})" if default else "")
         if kind is bool:
-            p.add_argument(flag(f.name), action="store_true", help=text)
+            g.add_argument(flag(f.name), action="store_true", help=text)
             continue
         base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)   # int | None -> int
-        p.add_argument(flag(f.name), type=base, default=f.default, choices=CHOICES.get(f.name), help=text)
+        g.add_argument(flag(f.name), type=base, default=f.default, choices=CHOICES.get(f.name),
+                       help=text.replace("%", "%%"))
 
 
 def job_fields_of(a: argparse.Namespace) -> dict[str, Any]:
@@ -75,12 +146,50 @@ def job_spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
     return JobSpec(backend=backend, **job_fields_of(a))
 
 
+def add_report_options(p: argparse.ArgumentParser, title: str = OUTPUT) -> None:
+    """``--cdn`` / ``--self-contained``: where the HTML report's plotly.js comes from (``plotlyjs_of``)."""
+    g = group(p, title).add_mutually_exclusive_group()
+    g.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (a small file that needs the "
+                                                      "internet to draw; default: plotly.min.js written beside it)")
+    g.add_argument("--self-contained", action="store_true", help="inline plotly.js: one file that opens anywhere "
+                                                                 "(about 5 MB)")
+
+
+def plotlyjs_of(a: argparse.Namespace) -> str:
+    """``Comparison.to_html``'s ``plotlyjs``: "directory" (the default), "cdn" or "inline"."""
+    return "cdn" if a.cdn else "inline" if a.self_contained else "directory"
+
+
+def check_writable(path: str | None, flag: str) -> None:
+    """Fail before a long run, not after it, when ``path``'s folder does not exist or is a file."""
+    if path is None:
+        return
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ValueError(f"{flag} {path}: cannot write it (it is a folder)")
+    if not p.parent.is_dir():
+        raise ValueError(f"{flag} {path}: cannot write it (the folder {p.parent} does not exist)")
+
+
+def write_file(path: str, flag: str, text: str | None = None, report: Any = None, plotlyjs: str = "directory") -> None:
+    """Write ``text``, or the HTML report of the comparison ``report`` (``Comparison.to_html``), to ``path``; a path
+    that cannot be written is a one-line error naming it and why."""
+    target = Path(path).expanduser()
+    try:
+        if report is not None:
+            report.to_html(str(target), plotlyjs=plotlyjs)
+        else:
+            target.write_text(text or "", encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
+
+
 def backend_list(text: str) -> list[str]:
     """The comma-separated backend names, in order, duplicates kept (``eager,eager`` is an A/A run)."""
     names = [b.strip() for b in text.split(",") if b.strip()]
     bad = [b for b in names if b not in BACKENDS]
     if bad or not names:
-        raise ValueError(f"--backends={text!r}: unknown {bad}; allowed: {', '.join(BACKENDS)} (comma-separated)")
+        raise ValueError(f"--backends {text!r}: unknown {bad}; allowed: {', '.join(BACKENDS)} (comma-separated)")
     return names
 
 
@@ -96,6 +205,31 @@ def whole_number(text: str) -> int:
     return value
 
 
+# -- API words to CLI words -------------------------------------------------------------------------------------
+API_NAMES = {"tcbench.profiles()": "tcbench profiles", "tcbench.models()": "tcbench models",
+             "tc.profiles()": "tcbench profiles"}
+
+
+def option_words(p: argparse.ArgumentParser) -> dict[str, str]:
+    """The API words of ``p``'s options and the options themselves: ``{"warmup_steps": "--warmup",
+    "budget_s": "--budget-s", ...}`` (a JobSpec field by its field name, every other option by its dest)."""
+    options = {a.dest: a.option_strings[-1] for a in p._actions if a.option_strings and a.dest != "help"}
+    words = {f.name: flag(f.name) for f in job_fields() if options.get(_dest(f.name)) == flag(f.name)}
+    return {**options, **words}
+
+
+def cli_words(text: str, words: Mapping[str, str]) -> str:
+    """An API message in the command line's words: ``threads=0 … it must be None or a whole number`` becomes
+    ``--threads 0 … it must be omitted or a whole number``; ``tcbench.profiles()`` becomes ``tcbench profiles``. Only
+    the options the command has are renamed (an API-only field keeps its name)."""
+    for api, cli in API_NAMES.items():
+        text = text.replace(api, cli)
+    for name in sorted(words, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w.-]){re.escape(name)}=", f"{words[name]} ", text)
+    return re.sub(r"\bNone or ", "omitted or ", text)
+
+
+# -- tables -----------------------------------------------------------------------------------------------------
 def _float(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from tcbench.cli.common import add_job_options, job_spec, print_table
+from tcbench.cli.common import GROUPS, PARALLEL, add_job_options, command, job_spec, print_table
 
 
 _EFA = {"profile": None, "on": True, "off": False, "both": "both"}
@@ -56,31 +56,35 @@ def cmd_scaling(a: argparse.Namespace) -> int:
 def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     """Add ``scaling`` and ``project-scaling`` to the ``tcbench`` parser's subcommands."""
 
-    p = sub.add_parser("scaling", help="measured data-parallel scaling: the job at 1, 2, … torchrun processes")
-    add_job_options(p)
-    p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"])
+    p = command(sub, "scaling", "measured data-parallel scaling: the job at 1, 2, … torchrun processes",
+                "tcbench scaling --nprocs 1,2,4 --threads 1 --rounds 3",
+                "--batch-size is per process: the global batch grows with the process count.")
+    add_job_options(p, leave_out=GROUPS[PARALLEL])   # --nprocs names the process counts; one machine
+    p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"], help="the jobs' backend")
     p.add_argument("--nprocs", default="1,2", help="comma-separated process counts; the first is the baseline")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds")
     p.add_argument("--no-parity", action="store_true", help="skip the one-process run at each global batch")
     p.set_defaults(func=cmd_scaling)
-    p = sub.add_parser("project-scaling", help="projected data-parallel scaling per instance profile (an estimate "
-                                               "from a ring all-reduce model; no job runs)")
+    p = command(sub, "project-scaling", "projected data-parallel scaling per instance profile (an estimate from a "
+                "ring all-reduce model; no job runs)", "tcbench project-scaling --model gpt2 --size base --nodes 1,2,4")
     p.add_argument("--model", default="bert-base-cased", help="catalog model whose parameter count is used (tcbench models)")
     p.add_argument("--size", default="base", help="tiny, small or base")
-    p.add_argument("--params", type=int, default=None, help="parameter count (instead of --model/--size)")
+    p.add_argument("--params", type=int, default=None,
+                   help="parameter count (default: the catalog's for --model/--size)")
     p.add_argument("--profiles", default="ml.p3.16xlarge,ml.p3dn.24xlarge,ml.p4d.24xlarge",
                    help="comma-separated instance profiles (tcbench profiles)")
     p.add_argument("--nodes", default="1,2,4,8", help="comma-separated instance counts (1 adds 1, 2, 4 … devices of one)")
     p.add_argument("--precision", default="fp16", choices=["fp32", "fp16", "bf16"],
                    help="the all-reduce precision: fp16/bf16 (AMP) 2 bytes per parameter, fp32 4")
     p.add_argument("--batch-size", type=int, default=32, help="samples per device per step")
-    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--seq-len", type=int, default=128, help="tokens per sample")
     p.add_argument("--compute-step-ms", type=float, default=None,
                    help="measured compute ms per step on one device (default: estimated from FLOPs)")
     p.add_argument("--overlap", type=float, default=0.5, help="share of the compute that hides the all-reduce, 0..1")
     p.add_argument("--efa", default="profile", choices=list(_EFA),
                    help="profile: as each profile has it; off: without EFA; both: EFA profiles with and without")
     p.add_argument("--mfu", type=float, default=0.35, help="model-FLOPs utilisation for the compute estimate")
-    p.add_argument("--dataset-samples", type=int, default=None, help="adds epoch hours and cost per epoch")
+    p.add_argument("--dataset-samples", type=int, default=None,
+                   help="adds epoch hours and cost per epoch (default: left out)")
     p.add_argument("--all-columns", action="store_true", help="also print the assumption columns")
     p.set_defaults(func=cmd_project_scaling)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tcbench.cli.common import add_job_options, backend_list, job_spec, print_table, whole_number
+from tcbench.cli.common import (COMPILER, GROUPS, MULTI_NODE, add_job_options, backend_list, command, job_spec,
+                                print_table, whole_number)
 from tcbench.core.errors import StoreError
+
+COMPILER_FIELDS = GROUPS[COMPILER]   # an eager job's: not offered where the job is always eager
 
 
 def _progress(event: dict) -> None:
@@ -168,31 +171,37 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
 
 
 def _add_max_batch(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("max-batch", help="largest batch that fits under a profile's memory, per backend")
-    add_job_options(p)
+    p = command(sub, "max-batch", "largest batch that fits under a profile's memory, per backend",
+                "tcbench max-batch --profile ml.g5.2xlarge --backends eager,inductor --multiple-of 8",
+                "Short probe jobs at growing batch sizes, then a bisection; each probe is a job of its own process.")
+    add_job_options(p, leave_out=MULTI_NODE)
     p.add_argument("--backends", default="eager,inductor", help="comma-separated; the first is the native one")
     p.add_argument("--start", type=int, default=None, help="first batch probed (default: --batch-size)")
     p.add_argument("--max-batch", type=int, default=4096, help="stop growing here")
     p.add_argument("--multiple-of", type=int, default=1, help="probe only multiples of this (e.g. 8)")
     p.add_argument("--probe-steps", type=int, default=4, help="steps per probe job (1 warmup)")
-    p.add_argument("--budget-gb", type=float, default=None, help="override the profile's memory budget (GiB)")
+    p.add_argument("--budget-gb", type=float, default=None,
+                   help="override the profile's memory budget (GiB; default: the --profile's memory per device)")
     p.add_argument("--probes", action="store_true", help="also print every probe")
     p.add_argument("--storage", default=None, help="keep the probes as an Optuna study: 'store' or a URL "
-                   "(postgresql://…, sqlite:///…); a probe it holds is not run again")
+                   "(postgresql://…, sqlite:///…); a probe it holds is not run again (default: not kept)")
     p.add_argument("--study-name", default=None, help="the study (default: named from the settings)")
     p.set_defaults(func=cmd_max_batch)
 
 
 def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("retune-lr", help="retune the learning rate after a batch-size change (Optuna)")
-    add_job_options(p)
-    p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"])
+    p = command(sub, "retune-lr", "retune the learning rate after a batch-size change (Optuna)",
+                "tcbench retune-lr --batch-size 8 --new-batch-size 64 --trials 12 --storage store",
+                "Trials train the job at the new batch with learning rates around the rules' guesses; the objective "
+                "is the held-out loss.")
+    add_job_options(p, leave_out=MULTI_NODE)
+    p.add_argument("--backend", default="eager", choices=["eager", "inductor", "xla"], help="the trials' backend")
     _target_args(p)
-    p.add_argument("--trials", type=int, default=12)
+    p.add_argument("--trials", type=int, default=12, help="Optuna trials")
     p.add_argument("--storage", default=None,
                    help="'store' (tcbench's SQLite file) or a database URL; resumes, retries the trials of killed "
-                        "workers (heartbeat), never prints the password")
-    p.add_argument("--study-name", default=None)
+                        "workers (heartbeat), never prints the password (default: in memory, not kept)")
+    p.add_argument("--study-name", default=None, help="the study (default: named from the settings)")
     p.add_argument("--sampler", default="auto", choices=["auto", "gp", "tpe", "random"],
                    help="auto: Optuna's GPSampler up to 20 trials, else TPE")
     p.add_argument("--pruner", default="halving", choices=["halving", "median", "none"],
@@ -215,19 +224,24 @@ def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
 
 
 def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("tune-worker", help="join a retune-lr study on PostgreSQL and run its trials (another "
-                                           "terminal or machine)")
+    p = command(sub, "tune-worker", "join a retune-lr study on PostgreSQL and run its trials (another terminal or "
+                "machine)", "tcbench tune-worker STUDY --storage postgresql://me@db-host:5432/tcbench --workers 2")
     p.add_argument("study", help="the study's name (retune-lr prints it)")
     p.add_argument("--storage", required=True, help="the study's PostgreSQL URL (postgresql://user@host:port/db); "
                                                     "a password is never printed")
     p.add_argument("--workers", type=whole_number, default=1, help="worker processes on this machine")
     p.set_defaults(func=cmd_tune_worker)
-    p = sub.add_parser("noise-scale", help="measure the gradient noise scale of the native job (McCandlish B_simple)")
-    add_job_options(p)
+    p = command(sub, "noise-scale", "measure the gradient noise scale of the native job (McCandlish B_simple)",
+                "tcbench noise-scale --batch-size 16 --micro-batches 4",
+                "One eager fp32 job whose every gradient is also taken over micro-batches; a data-parallel job is "
+                "measured as one\nprocess at its global batch.")
+    add_job_options(p, leave_out=(*MULTI_NODE, *COMPILER_FIELDS))
     p.add_argument("--micro-batches", type=int, default=2, help="micro-batches per step (divides --batch-size)")
     p.set_defaults(func=cmd_noise_scale)
-    p = sub.add_parser("predict-lr", help="the learning rate for a new batch size from the gradient noise scale")
-    add_job_options(p)
+    p = command(sub, "predict-lr", "the learning rate for a new batch size from the gradient noise scale",
+                "tcbench predict-lr --batch-size 8 --lr 2e-3 --new-batch-size 64",
+                "Uses the stored noise scale of this job, measuring it first when none is stored (tcbench noise-scale).")
+    add_job_options(p, leave_out=(*MULTI_NODE, *COMPILER_FIELDS))
     _target_args(p)
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],
                    help="adam: the surge form (tcbench trains with AdamW); sgd: McCandlish's form")
@@ -236,10 +250,10 @@ def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:
 
 
 def _add_dashboard(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("dashboard", help="optuna-dashboard on a study's storage until Ctrl-C (pip install "
-                                         "'tcbench[dashboard]')")
+    p = command(sub, "dashboard", "optuna-dashboard on a study's storage until Ctrl-C (pip install "
+                "'tcbench-workbench[dashboard]')", "tcbench dashboard --storage store --port 8080")
     p.add_argument("--storage", default="store", help="'store' (tcbench's own, where retune-lr --storage store "
                    "keeps its studies) or the URL retune-lr printed (sqlite:///…, postgresql://…)")
     p.add_argument("--host", default="127.0.0.1", help="the address to listen on (it asks for no password)")
-    p.add_argument("--port", type=int, default=None, help="default: a free port (the URL to open is printed)")
+    p.add_argument("--port", type=int, default=None, help="the port (default: a free one; the URL to open is printed)")
     p.set_defaults(func=cmd_dashboard)

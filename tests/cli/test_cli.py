@@ -211,8 +211,9 @@ def test_runs_and_steps_show_environment_and_rounded_numbers(capsys):
     assert "step ms" in out and "peak MiB" in out and not re.search(r"\d\.\d{5,}", out)
 
 
-@pytest.mark.parametrize("argv, what", [(["steps", "99999"], "run_id=99999"),
-                                        (["report", "99999"], "comparison_id=99999")])
+@pytest.mark.parametrize("argv, what", [(["steps", "99999"], "run 99999 is not in the store"),
+                                        (["report", "99999"], "comparison 99999 is not in the store"),
+                                        (["show", "99999"], "comparison 99999 is not in the store")])
 def test_unknown_ids_are_one_line_errors(argv, what, capsys, tmp_path):
     Store()   # the store exists (reading one that does not is its own error: test_reading.py)
     assert main(argv) == 2
@@ -234,7 +235,7 @@ def test_unwritable_output_is_a_one_line_error_before_any_job(monkeypatch, capsy
 
 def test_bad_spec_value_is_a_clear_error(capsys):
     assert main(["run", "--batch-size", "0"]) == 2
-    assert "batch_size=0" in capsys.readouterr().err
+    assert "--batch-size 0 is not allowed" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("backends, what", [("eager,tvm", "allowed: eager, inductor, xla"),

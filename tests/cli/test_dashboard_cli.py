@@ -18,7 +18,7 @@ import pytest
 
 from tcbench.cli.app import main
 
-PIP = "pip install 'tcbench[dashboard]'"
+from tcbench.tuning.dashboard import INSTALL as PIP   # the pip command of the dashboard extra
 
 
 def _one_line(capsys) -> str:
@@ -75,7 +75,7 @@ def test_a_port_in_use_is_one_line(study, capsys):
         port = taken.getsockname()[1]
         assert main(["dashboard", "--storage", study, "--port", str(port)]) == 2
     err = _one_line(capsys)
-    assert f"127.0.0.1:{port}" in err and "port=" in err, err
+    assert f"127.0.0.1:{port}" in err and f"--port {port}" in err, err
 
 
 def test_serves_the_study_on_loopback_until_ctrl_c(study, tmp_path):

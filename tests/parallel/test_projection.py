@@ -295,4 +295,4 @@ def test_cli_uses_the_catalog_model_and_reports_bad_values_in_one_line(capsys):
     err = capsys.readouterr().err
     assert err.startswith("tcbench: --nodes '0,2' is not allowed") and len(err.strip().splitlines()) == 1
     assert main(["project-scaling", "--overlap", "2"]) == 2
-    assert "overlap=2.0" in capsys.readouterr().err
+    assert "--overlap 2.0" in capsys.readouterr().err
