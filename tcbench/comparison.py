@@ -60,6 +60,7 @@ class Comparison:
     rule: RoundsRule | None = None
     stop_reason: str = ""
     between: dict[str, tuple[float, int]] = field(default_factory=dict)
+    created: float | None = None   # when it started (seconds since the epoch)
 
     def by_backend(self, label: str) -> list[JobResult]:
         return [r for r in self.results if r.name == label]
@@ -231,15 +232,38 @@ class Comparison:
                            "summary": json.loads(self.summary().to_json(orient="records")),
                            "steps": json.loads(self.steps().to_json(orient="records"))}, indent=1)
 
-    def to_html(self, path: str | None = None, profile: str | None = None) -> str:
-        """A self-contained HTML report (plotly inline); written to ``path`` when given. ``profile``: add a
-        cost section priced at that instance profile (default: the spec's, when it is not this machine)."""
-        from tcbench.view.report import comparison_html
+    def to_dict(self) -> dict[str, Any]:
+        """What ``tcbench show`` prints, as plain data (``json.dumps`` takes it; missing figures are None): each
+        compared label's verdict with its 95 % interval (``backend``: the job label, as in ``summary()``), the
+        summary rows, the diagnostics, the spec and the rounds (how many, why they stopped). Every step: ``to_json``."""
+        records = lambda df: json.loads(df.to_json(orient="records")) if len(df) else []   # NaN -> None
+        summary = records(self.summary())
+        keys = ("backend", "verdict_kind", "verdict", "speedup", "speedup_ci_low", "speedup_ci_high",
+                "resolution", "memory_ratio", "memory_ci_low", "memory_ci_high", "break_even_low", "break_even_high",
+                "loss_parity", "warnings")
+        return {"comparison_id": self.comparison_id, "kind": self.kind, "spec": self.spec.to_dict(),
+                "backends": list(self.backends), "rounds": self.rounds,
+                "rounds_note": self.rounds_note, "stop_reason": self.stop_reason,
+                "rule": None if self.rule is None else dataclasses.asdict(self.rule),
+                "verdicts": [{k: row.get(k) for k in keys} for row in summary if row.get("verdict_kind") != "baseline"],
+                "summary": summary, "diagnostics": records(self.diagnostics())}
 
-        html = comparison_html(self, profile=profile)
+    def to_html(self, path: str | None = None, profile: str | None = None, plotlyjs: str = "directory") -> str:
+        """The HTML report; written to ``path`` when given. ``profile``: add a cost section priced at that instance
+        profile (default: the spec's, when it is not this machine). ``plotlyjs``: where the page gets plotly.js —
+        "directory" (default: ``plotly.min.js`` beside the report, written next to ``path`` unless already there;
+        without ``path`` the caller puts it there, ``tcbench.view.report.write_plotlyjs``), "cdn" (plotly's CDN,
+        needs the network to view) or "inline" (self-contained, about 5 MB). Any other value is a ValueError."""
+        from pathlib import Path
+
+        from tcbench.view.report import comparison_html, write_plotlyjs
+
+        html = comparison_html(self, profile=profile, plotlyjs=plotlyjs)
         if path:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(html)
+            if plotlyjs == "directory":
+                write_plotlyjs(Path(path).resolve().parent)
         return html
 
     def __repr__(self) -> str:
@@ -358,7 +382,7 @@ def _session(cmp: Comparison, store: Store,
 def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None, store: Store) -> None:
     """Every round of the comparison, alternating the order, until its rule says stop; the row's info is its
     summary (and, for adaptive rounds, the rule, the rounds that ran and why they stopped)."""
-    cmp.comparison_id = session.comparison_id
+    cmp.comparison_id, cmp.created = session.comparison_id, time.time()
     session.info_at_finish = lambda: {"summary": json.loads(cmp.summary().to_json(orient="records")),
                                       **({} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule),
                                                                       "stop_reason": cmp.stop_reason}),
@@ -443,7 +467,8 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
     cmp = Comparison(spec=JobSpec.from_stored(row["spec_json"]), backends=row["backends"].split(","),
                      rounds=int(row["rounds"]), comparison_id=int(comparison_id), kind=row["kind"] or "compare",
                      rule=rule, stop_reason=str(info.get("stop_reason") or ""),
-                     between={k: (float(v[0]), int(v[1])) for k, v in (info.get("between") or {}).items()})
+                     between={k: (float(v[0]), int(v[1])) for k, v in (info.get("between") or {}).items()},
+                     created=None if row.get("created") is None else float(row["created"]))
     for _, r in store.comparison_runs(comparison_id).iterrows():
         cmp.results.append(result_from_row(r.to_dict(), store))
     return cmp

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -118,6 +119,95 @@ def fmt_break_even(steps: Any, low: Any = None, high: Any = None) -> str:
     return f"{fmt_number(low, 0)}–{fmt_number(high, 0)}"
 
 
+# -- memory: one convention everywhere, the compiled peak as a multiple of the native peak -----------------------
+def memory_compared(row: Mapping[str, Any]) -> tuple[float, float | None, float | None] | None:
+    """(compiled ÷ native peak, low, high) from the summary's ``memory_ratio`` (native ÷ compiled) and its interval
+    (``memory_ci_low``, ``memory_ci_high``); None without a ratio. The interval's ends swap when inverted."""
+    ratio, low, high = row.get("memory_ratio"), row.get("memory_ci_low"), row.get("memory_ci_high")
+    if is_missing(ratio) or float(ratio) <= 0:
+        return None
+    if is_missing(low) or is_missing(high) or float(low) <= 0 or float(high) <= 0:
+        return 1 / float(ratio), None, None
+    low, high = sorted((1 / float(high), 1 / float(low)))
+    return 1 / float(ratio), low, high
+
+
+def memory_text(row: Mapping[str, Any], short: bool = False) -> str:
+    """The peak memory of a compared job in the one convention: ``compiled peak 2.62× the native peak (2.40–2.85)``,
+    with ``: no measurable difference`` when the interval contains 1 (``short``, for a bar: ``2.62× the native peak``
+    or ``no measurable difference``); "" without a ratio."""
+    found = memory_compared(row)
+    if found is None:
+        return ""
+    point, low, high = found
+    same = low is not None and high is not None and low <= 1 <= high
+    if short:
+        return "no measurable difference" if same else f"{fmt_ratio(point)} the native peak"
+    spread = f"{fmt_ratio_range(low, high, False)}" if low is not None else "no interval: fewer than 2 rounds"
+    return f"compiled peak {fmt_ratio(point)} the native peak ({spread})" + (": no measurable difference" if same
+                                                                           else "")
+
+
+# -- the bottom line of a compared job ---------------------------------------------------------------------------
+def _speed_phrase(row: Mapping[str, Any]) -> str:
+    sp, low, high, kind = row.get("speedup"), row.get("speedup_ci_low"), row.get("speedup_ci_high"), row.get(
+        "verdict_kind")
+    if is_missing(sp):
+        return "inconclusive, no speedup measured"
+    spread = "" if is_missing(low) or is_missing(high) else f" ({fmt_ratio_range(float(low), float(high), False)})"
+    rounds = row.get("rounds")
+    spread += ", single round" if not is_missing(rounds) and int(rounds) == 1 else ""
+    ratio = fmt_ratio(float(sp))
+    return {"faster": f"{ratio} faster{spread}", "slower": f"slower, {ratio} the native speed{spread}",
+            "no measurable difference": f"no measurable difference, {ratio}{spread}"}.get(
+        str(kind), f"inconclusive, {ratio}{spread}")
+
+
+def pays_off_text(row: Mapping[str, Any]) -> str:
+    """When compiling pays for its compile time, from the summary's break-even figures: ``pays off after 120–340
+    steps``, ``never pays off``, or why there is no break-even."""
+    kind, point = row.get("verdict_kind"), row.get("break_even_steps")
+    if kind == "slower":
+        return "never pays off"
+    if kind == "no measurable difference":
+        return "no break-even: no measurable gain pays for the compile"
+    if kind != "faster":
+        return "no break-even until the speedup is known"
+    if is_missing(point):
+        return "break-even unknown: no compile latency was measured"
+    return f"pays off after {fmt_break_even(point, row.get('break_even_low'), row.get('break_even_high'))} steps"
+
+
+def bottom_line(row: Mapping[str, Any]) -> str:
+    """One compared job's verdict in one line: ``compiling inductor: 1.07× faster (1.02–1.12), pays off after
+    120–340 steps`` (or ``slower, 0.44× the native speed (…)``, ``no measurable difference, …``,
+    ``inconclusive, …``)."""
+    from tcbench.core.results import backend_of
+
+    label = str(row.get("backend"))
+    who = f"compiling {label}" if backend_of(label) == label else f"{label} against {backend_of(label)}"
+    return f"{who}: {_speed_phrase(row)}, {pays_off_text(row)}"
+
+
+def verdict_reason(row: Mapping[str, Any]) -> str:
+    """The verdict sentence without what ``bottom_line`` already says (the kind, the interval, the break-even):
+    why it came out so and what to do, e.g. ``the interval contains 1 but is too wide to tell a 25% difference —
+    …``; "" when nothing is left."""
+    text, kind = str(row.get("verdict") or ""), str(row.get("verdict_kind"))
+    text = text.removeprefix(f"{kind}: ")
+    sp, low, high = row.get("speedup"), row.get("speedup_ci_low"), row.get("speedup_ci_high")
+    if not (is_missing(sp) or is_missing(low) or is_missing(high)):
+        ci = f"{fmt_ratio(float(sp))} (95 % interval {fmt_ratio(float(low))}–{fmt_ratio(float(high))})"
+        text = text.replace(" (single round: no run-to-run spread)", "")
+        text = text.replace(f". Measured {ci}", "").replace(ci, "the interval")
+    text = re.sub(r"; compiling (pays off after [\d,]+–[\d,]+ steps|never pays off here)$", "", text).strip()
+    if text == "the interval":
+        return ""
+    if text.startswith("the interval (") and text.endswith(")"):
+        return text.removeprefix("the interval (")[:-1]
+    return text
+
+
 def fmt_text(value: Any) -> str:
     """The value as it is; "–" when missing or empty."""
     return MISSING if is_missing(value) or value == "" else str(value)
@@ -178,6 +268,14 @@ def _break_even(row: Mapping[str, Any], name: str) -> str:
 
 def _verdict_html(row: Mapping[str, Any], name: str) -> str:
     return html_kind(row.get(name)) + html_note(row.get("verdict"))
+
+
+def _memory_html(row: Mapping[str, Any], name: str) -> str:
+    found = memory_compared(row)
+    if found is None:
+        return MISSING
+    same = found[1] is not None and found[1] <= 1 <= found[2]
+    return fmt_interval(*found) + (html_note("no measurable difference") if same else "")
 
 
 def _mfu_html(row: Mapping[str, Any], name: str) -> str:
@@ -278,9 +376,9 @@ _SUMMARY = (
            shows=("break_even_low", "break_even_high")),
     Column("peak_mem_mb", "peak memory", "MiB", short="peak", cli=fixed(",.0f"), report=value(fmt_number),
            figure="peak_mem_bytes"),
-    Column("memory_ratio", "memory ratio, native ÷ this (95 % interval)", short="memory ratio",
+    Column("memory_ratio", "peak memory, compiled ÷ native (95 % interval)", short="memory ratio",
            cli=value(lambda v: fmt_interval(v, None, None)),
-           report=_unless_baseline(interval("memory_ci_low", "memory_ci_high")),
+           report=_unless_baseline(_memory_html),
            shows=("memory_ci_low", "memory_ci_high")),
     Column("mfu", "MFU", cli=fixed(".3f"), report=_mfu_html, shows=("mfu_note",), figure="mfu"),
     Column("noisy", "noise", short="noisy", cli=value(fmt_yes_no), report=_noise_html, shows=("noise",),

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from tcbench.core.results import backend_of
-from tcbench.view.format import fmt_ratio, is_missing, speedup_text   # speedup_text: the panel's bars too
+from tcbench.view.format import is_missing, memory_compared, memory_text, speedup_text   # the panel's bars too
 
 # One colour per backend everywhere (panel, report, notebooks).
 COLORS = {"eager": "#636EFA", "inductor": "#EF553B", "xla": "#00CC96"}
@@ -29,6 +29,17 @@ def color(label: str) -> str:
 
 def _dash(label: str) -> str:
     return "dash" if backend_of(label) != label else "solid"
+
+
+def _error_bar(height: float, point: Any, low: Any, high: Any) -> dict[str, Any] | None:
+    """plotly ``error_y`` of a bar of ``height`` whose ratio ``point`` has the 95 % interval ``low``–``high``: the
+    whiskers span height × low ÷ point to height × high ÷ point (the interval, relative to the bar); None without
+    an interval."""
+    if any(is_missing(v) for v in (point, low, high)) or height <= 0 or float(point) <= 0:
+        return None
+    point, low, high = float(point), float(low), float(high)
+    return dict(type="data", symmetric=False, array=[height * (high / point - 1)],
+                arrayminus=[height * (1 - low / point)], color="#333", thickness=1.5, width=8)
 
 
 def _results(x: Any) -> list:
@@ -58,22 +69,28 @@ def collect_throughput(x: Any) -> pd.DataFrame:
 
 def plot_throughput(df: pd.DataFrame,
                     title: str = "Throughput (samples/s, higher is better)<br>"
-                                 "<sub>on the bars: speedup vs native (95 % interval)</sub>") -> go.Figure:
-    """Bars per job label; on each bar the speedup with its 95 % interval ("single round" when rounds == 1)."""
+                                 "<sub>on the bars: speedup vs native; whiskers: its 95 % interval</sub>") -> go.Figure:
+    """Bars per job label; on each bar the speedup with its 95 % interval ("single round" when rounds == 1), and
+    the interval as whiskers (``_error_bar``: relative to the bar, so the baseline has none)."""
     fig = go.Figure(layout=dict(title=title, xaxis_title="job", yaxis_title="samples / s (median steady step)",
                                 **LAYOUT))
     for i, row in enumerate(df.to_dict("records")):
         label = str(row["backend"])
-        fig.add_bar(x=[label], y=[0.0 if is_missing(row.get("samples_s")) else row["samples_s"]], name=label,
-                    marker_color=color(label), marker_pattern_shape="/" if _dash(label) == "dash" else "",
-                    text=[speedup_text(row, first=i == 0)], textposition="outside", cliponaxis=False)
+        height = 0.0 if is_missing(row.get("samples_s")) else float(row["samples_s"])
+        fig.add_bar(x=[label], y=[height], name=label, marker_color=color(label),
+                    marker_pattern_shape="/" if _dash(label) == "dash" else "",
+                    error_y=_error_bar(height, row.get("speedup"), row.get("speedup_ci_low"),
+                                       row.get("speedup_ci_high")),
+                    text=[speedup_text(row, first=i == 0)], textposition="inside" if height > 0 else "outside",
+                    insidetextanchor="middle", cliponaxis=False)
     fig.update_layout(showlegend=False, uniformtext_minsize=10)
     return fig
 
 
 # -- memory ----------------------------------------------------------------------------------------------
 def collect_memory(x: Any) -> pd.DataFrame:
-    """Per job label: status, peak_mem_mb (MiB), memory_ratio (native ÷ this) and its 95 % interval."""
+    """Per job label: status, peak_mem_mb (MiB), memory_ratio (native ÷ this, as the summary stores it) and its
+    95 % interval; the plot shows it as the compiled peak ÷ the native peak (``format.memory_text``)."""
     cols = ["backend", "status", "peak_mem_mb", "memory_ratio", "memory_ci_low", "memory_ci_high"]
     if hasattr(x, "summary"):
         return x.summary().reindex(columns=cols).copy()
@@ -82,16 +99,9 @@ def collect_memory(x: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _memory_text(row: dict, first: bool) -> str:
-    ratio = row.get("memory_ratio")
-    if first or is_missing(ratio) or ratio <= 0:
-        return ""          # the first row is the native baseline
-    word, shown = ("less", ratio) if ratio >= 1 else ("more", 1 / ratio)
-    return f"{fmt_ratio(shown)} {word}"
-
-
 def plot_memory(df: pd.DataFrame, budget_gb: float | None = None,
-                title: str = "Peak memory above the post-load baseline (MiB)") -> go.Figure:
+                title: str = "Peak memory above the post-load baseline (MiB)<br><sub>on the bars: compiled "
+                             "peak ÷ native peak; whiskers: its 95 % interval</sub>") -> go.Figure:
     """Bars per job label on a linear axis; the memory budget as a dashed line when it is within
     ``BUDGET_FAR`` times the tallest bar, else written in the title (so the bars are not squashed)."""
     peaks = [0.0 if is_missing(v) else float(v) for v in df.get("peak_mem_mb", [])]
@@ -103,9 +113,13 @@ def plot_memory(df: pd.DataFrame, budget_gb: float | None = None,
     fig = go.Figure(layout=dict(title=title, xaxis_title="job", yaxis_title="MiB", yaxis_type="linear", **LAYOUT))
     for i, row in enumerate(df.to_dict("records")):
         label = str(row["backend"])
+        ratio = None if i == 0 else memory_compared(row)        # the first row is the native baseline
         fig.add_bar(x=[label], y=[peaks[i]], name=label, marker_color=color(label),
                     marker_pattern_shape="/" if _dash(label) == "dash" else "",
-                    text=[_memory_text(row, i == 0)], textposition="outside", cliponaxis=False)
+                    error_y=None if ratio is None else _error_bar(peaks[i], *ratio),
+                    text=["" if ratio is None else memory_text(row, short=True)],
+                    textposition="inside" if peaks[i] > 0 else "outside", insidetextanchor="middle",
+                    cliponaxis=False)
     if budget_mb is not None and not far:
         fig.add_hline(y=budget_mb, line_dash="dash", line_color="firebrick",
                       annotation_text=f"budget {budget_gb:g} GiB", annotation_position="top left")
@@ -156,26 +170,47 @@ def plot_losses(df: pd.DataFrame, title: str = "Training loss (same seed, same d
     return fig
 
 
+def _rounds(df: pd.DataFrame) -> pd.Series:
+    """Each step's round: the stored one, else its run's rank among the runs of its job label (from 0)."""
+    if "round" in df.columns:
+        return df["round"]
+    return df.groupby("backend")["run_id"].rank(method="dense").astype(int) - 1
+
+
 def collect_step_times(x: Any) -> pd.DataFrame:
-    """backend (job label), run_id, step, step_ms, warmup for every step."""
+    """backend (job label), run_id, round, step, step_ms, warmup for every step (``round``: the comparison's round;
+    for JobResults without one, the run's rank among its label's runs, from 0)."""
     df = collect_steps(x)
     if df.empty:
-        return pd.DataFrame(columns=["backend", "run_id", "step", "step_ms", "warmup"])
+        return pd.DataFrame(columns=["backend", "run_id", "round", "step", "step_ms", "warmup"])
     out = df[["backend", "run_id", "step", "warmup"]].copy()
+    out.insert(2, "round", _rounds(df))
     out["step_ms"] = df["step_s"] * 1e3
     return out
 
 
 def plot_step_times(df: pd.DataFrame,
                     title: str = "Step time: warmup (compile) spike, then steady state") -> go.Figure:
-    """One line per job and run on a log axis (compile spikes are 10–1000× a steady step), warmup shaded."""
+    """Per job label one legend group, titled with the label: the median over its rounds, step by step, as a line,
+    and each round as a faint line named "round k" (a click on an entry hides or shows it), on a log axis (compile
+    spikes are 10–1000× a steady step); the warmup shaded."""
+    legend = dict(orientation="v", x=1.02, y=1, groupclick="toggleitem", font_size=10, tracegroupgap=6)
     fig = go.Figure(layout=dict(title=title, xaxis_title="optimizer step", yaxis_title="step time (ms, log scale)",
-                                yaxis_type="log", **LAYOUT))
-    for (label, _run_id), g in df.groupby(["backend", "run_id"], sort=False):
-        label = str(label)
-        first = not any(t.name == label for t in fig.data)
-        fig.add_scatter(x=g["step"], y=g["step_ms"], mode="lines+markers", name=label, legendgroup=label,
-                        showlegend=first, line=dict(color=color(label), dash=_dash(label)), marker=dict(size=4))
+                                yaxis_type="log", **{**LAYOUT, "legend": legend}))
+    if "round" not in df.columns:
+        df = df.assign(round=_rounds(df))
+    for label, g in df.groupby("backend", sort=False):
+        label, rounds = str(label), g.groupby("round", sort=True)
+        line = dict(color=color(label), dash=_dash(label))
+        median = g.groupby("step", sort=True)["step_ms"].median()
+        fig.add_scatter(x=median.index, y=median.values, mode="lines", legendgroup=label, legendgrouptitle_text=label,
+                        name=f"median of {rounds.ngroups} rounds" if rounds.ngroups > 1 else "1 round",
+                        line={**line, "width": 2.5}, meta={"job": label, "kind": "median"})
+        for rnd, r in rounds if rounds.ngroups > 1 else ():
+            fig.add_scatter(x=r["step"], y=r["step_ms"], mode="lines", name=f"round {rnd}", legendgroup=label,
+                            opacity=0.35, line={**line, "width": 1}, meta={"job": label, "kind": "round",
+                                                                          "round": int(rnd)},
+                            hovertemplate=f"{label} round {rnd}<br>step %{{x}}: %{{y:.1f}} ms<extra></extra>")
     if not df.empty and df["warmup"].any():
         last_warm = df.loc[df["warmup"].astype(bool), "step"].max()
         fig.add_vrect(x0=-0.5, x1=last_warm + 0.5, fillcolor="lightgrey", opacity=0.3, line_width=0,

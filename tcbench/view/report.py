@@ -1,5 +1,7 @@
 """The comparison as HTML for people: the summary table and the findings (shared by the report and the
-ipywidgets panel), and the self-contained report (plotly.js inline, no network needed to view it).
+ipywidgets panel), and the report: its dates and environment first, one bottom line per compiled job, the charts,
+then the long tables. plotly.js is loaded from ``plotly.min.js`` beside the report by default (written there once
+per folder), from plotly's CDN, or inlined for a self-contained file (``PLOTLYJS``).
 
 The table is transposed — one column per job label, one row per figure with its unit — so every figure
 fits on screen and on paper without a horizontal scroll. Everything shown comes from the stored
@@ -9,16 +11,23 @@ comparison (its summary, its jobs' stored environment), never from the machine t
 from __future__ import annotations
 
 import html
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
 from tcbench.view import plots
-from tcbench.view.format import (MISSING, REPORT_COLUMNS, fmt_number, fmt_percent, fmt_usd, html_kind, html_note,
-                                 html_text, is_missing)
+from tcbench.view.format import (MISSING, REPORT_COLUMNS, bottom_line, fmt_number, fmt_percent, fmt_usd, fmt_yes_no,
+                                 html_kind, html_note, html_text, is_missing, memory_text, verdict_reason)
 from tcbench.host.env import describe
 
-__all__ = ["summary_table_html", "findings_html", "diagnostics_html", "comparison_html"]
+__all__ = ["summary_table_html", "findings_html", "diagnostics_html", "comparison_html", "write_plotlyjs"]
+
+# where the report's plotly.js comes from: a file beside it (once per folder), plotly's CDN, or inline
+PLOTLYJS = ("directory", "cdn", "inline")
+PLOTLYJS_FILE = "plotly.min.js"      # the name plotly's include_plotlyjs="directory" loads
+IN_BOTTOM_LINE = ("verdict_kind", "warnings")     # summary rows the report says in its bottom line instead
 
 _STYLE = """<style>
 .tcb-summary{border-collapse:collapse;font-size:13px;width:100%;table-layout:fixed;font-variant-numeric:tabular-nums}
@@ -31,6 +40,13 @@ overflow-wrap:anywhere}
 .tcb-kind-faster{background:#d9f2e0;color:#14532d}.tcb-kind-slower{background:#fbe0e0;color:#7f1d1d}
 .tcb-kind-inconclusive{background:#fff1cc;color:#7a4b00}.tcb-kind-baseline{background:#e6ebff;color:#1e3a8a}
 .tcb-findings .tcb-warning{color:#8a4b00}
+.tcb-bottom{padding:0;margin:.4em 0;list-style:none}
+.tcb-bottom li{margin:.3em 0;padding-left:8px;border-left:5px solid #ccc}
+.tcb-bottom .tcb-line-faster{border-color:#16a34a}.tcb-bottom .tcb-line-slower{border-color:#dc2626}
+.tcb-bottom .tcb-line-inconclusive{border-color:#d97706}
+.tcb-bottom .tcb-note{color:#555;font-size:12px}.tcb-bottom .tcb-warning{color:#8a4b00;font-size:12px}
+.tcb-spec{border-collapse:collapse;font-size:12px}.tcb-spec th,.tcb-spec td{border:1px solid #ddd;padding:2px 8px;
+text-align:left;vertical-align:top}.tcb-spec th{background:#fafafa;font-weight:600}
 .tcb-diagnosis{border-collapse:collapse;font-size:12px;width:100%}
 .tcb-diagnosis th,.tcb-diagnosis td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top;
 overflow-wrap:break-word}.tcb-diagnosis th{background:#f3f3f3;white-space:nowrap}
@@ -39,7 +55,8 @@ overflow-wrap:break-word}.tcb-diagnosis th{background:#f3f3f3;white-space:nowrap
 </style>"""
 
 _PAGE_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.5em}.env{color:#444;font-size:13px}
+h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.15em;margin:1em 0 .3em}.env,.tcb-when{color:#444;font-size:13px;
+margin:.25em 0}
 .tcb-costs{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
 .tcb-costs td,.tcb-costs th{border:1px solid #ddd;padding:3px 8px;text-align:right}.tcb-costs th{background:#f3f3f3}
 .tcb-costs td:first-child{text-align:left}.warn{color:#a33}.grid{display:grid;grid-template-columns:1fr 1fr;gap:8px}
@@ -56,15 +73,16 @@ ROWS: list[tuple[str, tuple[str, ...], Callable[[dict], str]]] = [(c.title, c.co
 COLUMN_ROWS = {col: label for label, cols, _ in ROWS for col in cols} | {"backend": "(column heading)"}
 
 
-def summary_table_html(summary: pd.DataFrame) -> str:
+def summary_table_html(summary: pd.DataFrame, verdicts: bool = True) -> str:
     """``Comparison.summary()`` as a table that fits a screen and a printed page: one column per job label,
-    one row per figure (units in the row labels). Shared by the HTML report and the ipywidgets panel."""
+    one row per figure (units in the row labels). Shared by the HTML report and the ipywidgets panel.
+    ``verdicts=False`` leaves out the verdict and warnings rows (the report says them once, in its bottom line)."""
     records = summary.to_dict("records")
     head = "".join(f'<th scope="col" style="border-top-color:{plots.color(str(r["backend"]))}">'
                    f'{html.escape(str(r["backend"]))}</th>' for r in records)
     body = []
     for label, cols, show in ROWS:
-        if not any(c in summary.columns for c in cols):
+        if not any(c in summary.columns for c in cols) or (not verdicts and cols[0] in IN_BOTTOM_LINE):
             continue
         cells = "".join(f"<td>{show(r)}</td>" for r in records)
         body.append(f'<tr><th scope="row">{html.escape(label)}</th>{cells}</tr>')
@@ -132,12 +150,35 @@ def costs_html(cmp: Any, profile: str | None = None) -> str:
             f"<p>{basis_text}epoch = 100,000 samples.</p>")
 
 
-def _figures_html(cmp: Any) -> str:
+def check_plotlyjs(plotlyjs: Any) -> str:
+    """``plotlyjs`` when it is one of ``PLOTLYJS``, else a ValueError naming it and the allowed values."""
+    if not isinstance(plotlyjs, str) or plotlyjs not in PLOTLYJS:
+        raise ValueError(f"plotlyjs={plotlyjs!r} is not allowed; it must be one of 'directory' ({PLOTLYJS_FILE} "
+                         "beside the report, written once per folder), 'cdn' (loaded from plotly's CDN when the "
+                         "report is opened) or 'inline' (a self-contained file of about 5 MB)")
+    return plotlyjs
+
+
+def write_plotlyjs(folder: str | Path) -> Path | None:
+    """Write plotly's bundled ``plotly.min.js`` into ``folder`` unless a file of that name is there already (as
+    plotly's own ``write_html(include_plotlyjs="directory")`` does); returns its path when written, else None."""
+    from plotly.offline import get_plotlyjs
+
+    target = Path(folder) / PLOTLYJS_FILE
+    if target.exists():
+        return None
+    target.write_text(get_plotlyjs(), encoding="utf-8")
+    return target
+
+
+def _figures_html(cmp: Any, plotlyjs: str) -> str:
+    """The four charts; plotly.js comes with the first (``plotlyjs``: see ``PLOTLYJS``)."""
     figs = [plots.plot_throughput(plots.collect_throughput(cmp)),
             plots.plot_memory(plots.collect_memory(cmp), cmp.spec.memory_budget_gb),
             plots.plot_losses(plots.collect_losses(cmp)), plots.plot_step_times(plots.collect_step_times(cmp))]
-    divs = [f.to_html(full_html=False, include_plotlyjs=(i == 0), default_height="360px", default_width="100%")
-            for i, f in enumerate(figs)]
+    first = {"directory": "directory", "cdn": "cdn", "inline": True}[check_plotlyjs(plotlyjs)]
+    divs = [f.to_html(full_html=False, include_plotlyjs=first if i == 0 else False, default_height="360px",
+                      default_width="100%") for i, f in enumerate(figs)]
     return f'<div class="grid">{"".join(f"<div>{d}</div>" for d in divs)}</div>'
 
 
@@ -154,28 +195,93 @@ def _diagnosis_section(cmp: Any) -> str:
             "and host transfers (XLA's metrics), with the README's checklist item for each.</p>" + table)
 
 
-def comparison_html(cmp: Any, profile: str | None = None) -> str:
-    """The self-contained HTML report of ``cmp``: the stored environment, findings, the summary table, a
-    cost section when a profile was chosen (``profile``, else the spec's unless it is this machine), plots."""
-    summary = cmp.summary()
+# -- the report's first screen: when, where, and the bottom line -------------------------------------------------
+def ran_at(cmp: Any) -> str:
+    """When the comparison started (``Comparison.created``, stored with it), in this machine's time zone."""
+    created = getattr(cmp, "created", None)
+    if created is None or is_missing(created):   # built by hand, never run here
+        return "at a time this comparison does not store"
+    return datetime.fromtimestamp(float(created)).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _when_html(cmp: Any) -> str:
+    written = datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    return f'<p class="tcb-when">Ran {html.escape(ran_at(cmp))} · report written {html.escape(written)}</p>'
+
+
+def _job_line(cmp: Any) -> str:
     s = cmp.spec
-    spec_txt = html.escape(", ".join(f"{k}={v!r}" for k, v in s.to_dict().items()))
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>tcbench comparison {cmp.comparison_id}</title>
-<style>{_PAGE_CSS}</style></head><body>
-<h1>tcbench: {html.escape(s.model)} ({html.escape(s.size)}) — native vs compiled</h1>
-<p>Comparison {cmp.comparison_id}; jobs {html.escape(", ".join(cmp.backends))}; {html.escape(cmp.rounds_note)}.</p>
-<p class="env">Measured on: {html.escape(describe(cmp.environment()))}</p>
-<h2>Findings</h2>{findings_html(summary)}{_errors_html(cmp)}
-<h2>Summary</h2>{summary_table_html(summary)}
-{_diagnosis_section(cmp)}
-{costs_html(cmp, profile)}
-<p>Step time: median of the steady-state steps (the first {s.warmup_steps} warmup steps are reported apart).
+    return (f"<p class='env'>Comparison {cmp.comparison_id}: {html.escape(s.model)} ({html.escape(s.size)}), batch "
+            f"{s.batch_size} × sequence {s.seq_len}, {s.steps} steps ({s.warmup_steps} warmup), "
+            f"{html.escape(str(s.precision))}; jobs {html.escape(', '.join(cmp.backends))}; "
+            f"{html.escape(cmp.rounds_note)}.</p>")
+
+
+def bottom_lines_html(summary: pd.DataFrame) -> str:
+    """Per compared job: its verdict once, as one bottom line (``format.bottom_line``), why it came out so
+    (``format.verdict_reason``), its peak memory in the one convention, and the warnings not said already."""
+    items = []
+    for r in summary.to_dict("records"):
+        if r.get("verdict_kind") == "baseline":
+            continue
+        warns = [] if is_missing(r.get("warnings")) else [str(w) for w in r["warnings"]]
+        regression = any(w.startswith("memory regression:") for w in warns)
+        notes = [verdict_reason(r), ("⚠ memory regression: " if regression else "") + memory_text(r)]
+        warns = [w for w in warns if not w.startswith(("memory regression:", "slower:"))]
+        kind = html.escape(str(r.get("verdict_kind") or "inconclusive").replace(" ", "-"))
+        items.append(f'<li class="tcb-bottom-line tcb-line-{kind}"><b>{html.escape(bottom_line(r))}</b>'
+                     f'{"".join(html_note(n) for n in notes if n)}'
+                     + "".join(f'<br><span class="tcb-warning">⚠ {html.escape(w)}</span>' for w in warns) + "</li>")
+    return f'<ul class="tcb-bottom">{"".join(items)}</ul>' if items else ""
+
+
+# -- the long tables -------------------------------------------------------------------------------------------
+def _spec_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return fmt_yes_no(v)
+    if isinstance(v, dict):
+        v = ", ".join(f"{k}={x}" for k, x in v.items())
+    elif isinstance(v, (list, tuple)):
+        v = ", ".join(map(str, v))
+    return html_text(v)
+
+
+def spec_table_html(spec: Any) -> str:
+    """The job spec as a table: one row per field (its name) and its value ("–" for none)."""
+    rows = "".join(f'<tr><th scope="row">{html.escape(str(k))}</th><td>{_spec_value(v)}</td></tr>'
+                   for k, v in spec.to_dict().items())
+    return f'<table class="tcb-spec"><thead><tr><th>field</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>'
+
+
+_METHOD = """<p>Step time: median of the steady-state steps (the first {warmup} warmup steps are reported apart).
 Speedup: native median step ÷ compiled median step, with a 95 % interval (a t-interval over the rounds' log ratios;
 Stein's two-stage interval when rounds were added until a resolution);
 "faster" or "slower" only when the interval excludes 1. Compile latency: warmup time − warmup steps × steady
-median. Memory: peak above the post-load baseline (CPU: RSS high-water). Break-even: the warmup compiling adds
+median. Memory: peak above the post-load baseline (CPU: RSS high-water), written as the compiled peak ÷ the native
+peak, "no measurable difference" when its interval contains 1. Break-even: the warmup compiling adds
 (the compiled job's compile latency minus the native job's own warmup overhead) ÷ per-step gain, as a range from
-the speedup's interval.</p>
-{_figures_html(cmp)}
-<h2>Job spec</h2><p><code>{spec_txt}</code></p>
+the speedup's interval.</p>"""
+
+
+def comparison_html(cmp: Any, profile: str | None = None, plotlyjs: str = "directory") -> str:
+    """The HTML report of ``cmp``: when it ran and the stored environment, one bottom line per compiled job, the
+    charts, then the summary table, what the compiler did, a cost section when a profile was chosen (``profile``,
+    else the spec's unless it is this machine) and the job spec. ``plotlyjs``: one of ``PLOTLYJS`` ("directory":
+    the page loads ``plotly.min.js`` beside it, see ``write_plotlyjs``; "cdn"; "inline": self-contained)."""
+    check_plotlyjs(plotlyjs)
+    summary = cmp.summary()
+    s = cmp.spec
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>tcbench comparison {cmp.comparison_id}</title>
+<style>{_PAGE_CSS}</style>{_STYLE}</head><body>
+<h1>tcbench: {html.escape(s.model)} ({html.escape(s.size)}) — native vs compiled</h1>
+{_when_html(cmp)}
+<p class="env">Measured on: {html.escape(describe(cmp.environment()))}</p>
+{_job_line(cmp)}
+<h2>Bottom line</h2>{bottom_lines_html(summary)}{_errors_html(cmp)}
+{_figures_html(cmp, plotlyjs)}
+<h2>Summary</h2>{summary_table_html(summary, verdicts=False)}
+{_METHOD.format(warmup=s.warmup_steps)}
+{_diagnosis_section(cmp)}
+{costs_html(cmp, profile)}
+<h2>Job spec</h2>{spec_table_html(s)}
 </body></html>"""

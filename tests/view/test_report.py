@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+from datetime import datetime
 import math
 import platform
 import re
@@ -15,6 +16,7 @@ import pytest
 
 import tcbench as tc
 from tcbench import plots
+from tcbench.view import format as fmt
 from tcbench.view import report as _report
 from tcbench.comparison import Comparison
 from tcbench.measure.metrics import job_figures
@@ -60,7 +62,8 @@ def test_report_module_is_the_one_implementation():
     assert tc.report.summary_table_html is _report.summary_table_html
     assert tc.report.findings_html is _report.findings_html
     assert tc.report.comparison_html is _report.comparison_html
-    assert set(tc.report.__all__) == {"summary_table_html", "findings_html", "diagnostics_html", "comparison_html"}
+    assert set(tc.report.__all__) == {"summary_table_html", "findings_html", "diagnostics_html", "comparison_html",
+                                      "write_plotlyjs"}
 
 
 def test_every_summary_column_has_a_labelled_row(cmp):
@@ -230,3 +233,188 @@ def test_an_aa_pair_is_judged_like_any_pair_and_drift_is_a_warning_beside_it():
             r.figures = dataclasses.replace(r.figures, median_step_s=r.figures.median_step_s * 1.3)
     warnings = drifting.row("inductor").warnings
     assert any(w.startswith("drift: the eager job's median step moved 30%") for w in warnings), warnings
+
+
+# -- the report worth sending (issue 26, item 5) -------------------------------------------------------------------
+KB = 1024
+
+
+def test_default_report_loads_plotlyjs_from_its_folder_and_stays_small(cmp, tmp_path):
+    out = cmp.to_html(str(tmp_path / "r.html"))
+    assert len(out.encode()) < 200 * KB
+    assert out.count('src="plotly.min.js"') == 1 and "cdn.plot.ly" not in out
+    beside = tmp_path / "plotly.min.js"
+    assert beside.exists() and beside.stat().st_size > 1_000_000
+    assert (tmp_path / "r.html").read_text(encoding="utf-8") == out
+
+
+def test_plotlyjs_is_written_once_per_folder(cmp, tmp_path):
+    cmp.to_html(str(tmp_path / "a.html"))
+    beside = tmp_path / "plotly.min.js"
+    beside.write_text("// kept: a folder's copy is never overwritten", encoding="utf-8")
+    cmp.to_html(str(tmp_path / "b.html"))
+    assert beside.read_text(encoding="utf-8").startswith("// kept")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.html", "b.html", "plotly.min.js"]
+    assert _report.write_plotlyjs(tmp_path) is None
+
+
+def test_inline_is_self_contained_and_cdn_loads_from_the_cdn(cmp, tmp_path):
+    inline = cmp.to_html(str(tmp_path / "inline.html"), plotlyjs="inline")
+    assert len(inline.encode()) > 3_000_000 and 'src="plotly.min.js"' not in inline
+    assert inline.count("plotly.js v") >= 1          # the library's own banner: the copy is inside the file
+    cdn = cmp.to_html(plotlyjs="cdn")
+    assert re.search(r'<script[^>]+src="https://cdn\.plot\.ly/plotly-[\d.]+\.min\.js"', cdn)
+    assert len(cdn.encode()) < 200 * KB
+    assert not (tmp_path / "plotly.min.js").exists()   # neither needs a copy beside it
+
+
+@pytest.mark.parametrize("bad", ["self-contained", "", None, True, "INLINE"])
+def test_a_bad_plotlyjs_is_refused_before_anything_is_written(cmp, tmp_path, bad):
+    with pytest.raises(ValueError) as err:
+        cmp.to_html(str(tmp_path / "r.html"), plotlyjs=bad)
+    text = str(err.value)
+    assert f"plotlyjs={bad!r}" in text and all(f"'{v}'" in text for v in ("directory", "cdn", "inline"))
+    assert not list(tmp_path.iterdir())
+
+
+def _dated(c: Comparison) -> Comparison:
+    """The comparison with the start time a run or load_comparison gives it."""
+    c.created = datetime(2026, 11, 24, 21, 20).timestamp()
+    return c
+
+
+def test_date_environment_and_bottom_line_come_before_the_first_chart(tmp_path):
+    c = _dated(_comparison({"eager": 0.10, "inductor": 0.05, "xla": 0.20}))
+    out = c.to_html()
+    first_chart = out.index('class="plotly-graph-div"')
+    ran = out.index("Ran 2026-11-24 21:20")
+    assert ran < out.index("report written") < first_chart
+    assert out.index("Measured on:") < first_chart and out.index("stored-host") < first_chart
+    summary = c.summary().set_index("backend")
+    for label in ("inductor", "xla"):
+        line = html.escape(fmt.bottom_line(summary.loc[label].to_dict() | {"backend": label}))
+        assert out.index(line) < first_chart
+    assert out.index("<h2>Summary</h2>") > first_chart and out.index("<h2>Job spec</h2>") > first_chart
+
+
+def test_bottom_line_words_interval_and_break_even():
+    fast = dict(backend="inductor", verdict_kind="faster", speedup=1.0712, speedup_ci_low=1.0203,
+                speedup_ci_high=1.1201, rounds=4, break_even_steps=200.0, break_even_low=120.4, break_even_high=340.2)
+    assert fmt.bottom_line(fast) == "compiling inductor: 1.07× faster (1.02–1.12), pays off after 120–340 steps"
+    assert fmt.bottom_line({**fast, "break_even_steps": None}).endswith(
+        "break-even unknown: no compile latency was measured")
+    slow = dict(backend="xla", verdict_kind="slower", speedup=0.44, speedup_ci_low=0.36, speedup_ci_high=0.54,
+                rounds=3, break_even_steps=float("inf"))
+    assert fmt.bottom_line(slow) == "compiling xla: slower, 0.44× the native speed (0.36–0.54), never pays off"
+    same = dict(backend="inductor", verdict_kind="no measurable difference", speedup=1.01, speedup_ci_low=0.98,
+                speedup_ci_high=1.03, rounds=3)
+    assert fmt.bottom_line(same).startswith("compiling inductor: no measurable difference, 1.01× (0.98–1.03), "
+                                                  "no break-even")
+    unsure = dict(backend="inductor", verdict_kind="inconclusive", speedup=1.04, speedup_ci_low=0.85,
+                  speedup_ci_high=1.27, rounds=1)
+    assert fmt.bottom_line(unsure) == ("compiling inductor: inconclusive, 1.04× (0.85–1.27), single round, "
+                                             "no break-even until the speedup is known")
+    failed = dict(backend="eager (A/A)", verdict_kind="inconclusive", speedup=None, rounds=1)
+    assert fmt.bottom_line(failed).startswith("eager (A/A) against eager: inconclusive, no speedup measured")
+
+
+def test_each_verdict_is_said_once(cmp):
+    out = cmp.to_html()
+    summary = cmp.summary().set_index("backend")
+    for label in ("inductor", "xla"):
+        r = summary.loc[label]
+        line = html.escape(fmt.bottom_line(r.to_dict() | {"backend": label}))
+        assert out.count(line) == 1
+        assert out.count(f"{fmt_ratio(r.speedup)} (95 % interval") == 0   # the sentence is not repeated whole
+        kind = r.verdict_kind
+        assert out.count(f'tcb-kind-{kind.replace(" ", "-")}"') == 0    # no badge beside the line, no verdict row
+    assert "verdict</th>" not in out and "warnings</th>" not in out
+    assert out.count("compiling never pays off") == 0 and out.count("never pays off") == 1   # xla's bottom line
+
+
+def test_verdict_reason_keeps_only_what_the_bottom_line_does_not_say():
+    wide = dict(verdict_kind="inconclusive", speedup=1.036996, speedup_ci_low=0.847626, speedup_ci_high=1.268672,
+                verdict="inconclusive: 1.04× (95 % interval 0.85×–1.27×) contains 1 but is too wide to tell a 25% "
+                        "difference — give the rounds more time than budget_s=150")
+    assert fmt.verdict_reason(wide) == ("the interval contains 1 but is too wide to tell a 25% difference — "
+                                              "give the rounds more time than budget_s=150")
+    fast = dict(verdict_kind="faster", speedup=2.0, speedup_ci_low=1.8, speedup_ci_high=2.2,
+                verdict="faster: 2.00× (95 % interval 1.80×–2.20×); compiling pays off after 1,100–2,300 steps")
+    assert fmt.verdict_reason(fast) == ""
+    slow = dict(verdict_kind="slower", speedup=0.44, speedup_ci_low=0.36, speedup_ci_high=0.54,
+                verdict="slower: 0.44× (95 % interval 0.36×–0.54×) (from this comparison's rounds alone: more "
+                        "comparisons would widen it); compiling never pays off here")
+    assert fmt.verdict_reason(slow) == "from this comparison's rounds alone: more comparisons would widen it"
+
+
+@pytest.mark.parametrize("ratio, low, high, short, long", [
+    # native ÷ compiled 1.13 with the interval 0.94–1.38, which contains 1: not "1.13× less"
+    (1.13, 0.94, 1.38, "no measurable difference",
+     "compiled peak 0.88× the native peak (0.72–1.06): no measurable difference"),
+    (1 / 2.62, 1 / 2.85, 1 / 2.40, "2.62× the native peak", "compiled peak 2.62× the native peak (2.40–2.85)"),
+    (1.25, None, None, "0.80× the native peak", "compiled peak 0.80× the native peak (no interval: fewer than 2 "
+                                                "rounds)"),
+])
+def test_one_memory_convention(ratio, low, high, short, long):
+    row = dict(backend="inductor", memory_ratio=ratio, memory_ci_low=low, memory_ci_high=high)
+    assert fmt.memory_text(row, short=True) == short
+    assert fmt.memory_text(row) == long
+
+
+def test_memory_bar_table_and_bottom_line_say_no_measurable_difference_when_the_interval_contains_1(cmp):
+    summary = cmp.summary()
+    summary.loc[summary.backend == "inductor", ["memory_ratio", "memory_ci_low", "memory_ci_high"]] = [
+        1.13, 0.94, 1.38]
+    fig = plots.plot_memory(summary[["backend", "status", "peak_mem_mb", "memory_ratio", "memory_ci_low",
+                                     "memory_ci_high"]])
+    texts = {t.name: t.text[0] for t in fig.data}
+    assert texts["inductor"] == "no measurable difference" and texts["eager"] == ""
+    assert "less" not in " ".join(texts.values()) and "more" not in " ".join(texts.values())
+    err = fig.data[1].error_y
+    assert err.arrayminus[0] > 0 and err.array[0] > 0            # whiskers either side of the bar
+    table = tc.report.summary_table_html(summary)
+    row = table.split("peak memory, compiled ÷ native (95 % interval)</th>")[1].split("</tr>")[0]
+    assert "0.88× (0.72–1.06×)" in row and "no measurable difference" in row
+    assert "compiled peak 0.88× the native peak (0.72–1.06): no measurable difference" in (
+        _report.bottom_lines_html(summary))
+
+
+def test_throughput_bars_have_error_bars_from_the_speedup_interval(cmp):
+    df = plots.collect_throughput(cmp)
+    fig = plots.plot_throughput(df)
+    bars = {t.name: t for t in fig.data}
+    assert bars["eager"].error_y.array is None                    # the baseline has no interval
+    for label in ("inductor", "xla"):
+        r = df.set_index("backend").loc[label]
+        err = bars[label].error_y
+        assert math.isclose(r.samples_s + err.array[0], r.samples_s * r.speedup_ci_high / r.speedup)
+        assert math.isclose(r.samples_s - err.arrayminus[0], r.samples_s * r.speedup_ci_low / r.speedup)
+
+
+def test_step_time_rounds_can_be_told_apart(cmp):
+    df = plots.collect_step_times(cmp)
+    fig = plots.plot_step_times(df)
+    for label in cmp.backends:
+        group = [t for t in fig.data if t.legendgroup == label]
+        medians = [t for t in group if t.meta["kind"] == "median"]
+        rounds = [t for t in group if t.meta["kind"] == "round"]
+        assert len(medians) == 1 and medians[0].legendgrouptitle.text == label
+        assert [t.name for t in rounds] == [f"round {k}" for k in range(cmp.rounds)]
+        assert all(t.opacity < 1 for t in rounds) and medians[0].line.width > rounds[0].line.width
+        steps = df[df.backend == label]
+        assert list(medians[0].y) == list(steps.groupby("step")["step_ms"].median())
+    one = plots.plot_step_times(plots.collect_step_times(_comparison({"eager": 0.1, "inductor": 0.05}, rounds=1)))
+    assert [t.name for t in one.data] == ["1 round", "1 round"]
+    jobs = plots.plot_step_times(plots.collect_step_times(cmp.by_backend("xla")))   # JobResults: rounds by run
+    assert [t.name for t in jobs.data] == ["median of 3 rounds", "round 0", "round 1", "round 2"]
+
+
+def test_job_spec_is_a_table_of_fields(cmp):
+    out = cmp.to_html()
+    section = out.split("<h2>Job spec</h2>")[1]
+    assert "JobSpec(" not in out and "model='" not in section
+    table = section.split("</table>")[0]
+    for name, value in cmp.spec.to_dict().items():
+        assert f'<th scope="row">{name}</th>' in table
+    assert '<th scope="row">model</th><td>bert-base-cased</td>' in table
+    assert '<th scope="row">batch_size</th><td>8</td>' in table
