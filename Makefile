@@ -15,12 +15,14 @@ PYTEST_ARGS ?= --durations=25
 TEST_WORKERS ?= 1
 XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
-.PHONY: setup browser postgres demo test test-fast lab app bench gallery clean
+.PHONY: setup dist browser postgres demo test test-fast lab app bench gallery docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
-	$(PY) -m pip install --disable-pip-version-check -q -e ".[lab,xla,test]" -c constraints.txt
+	# the distribution was named tcbench before it became tcbench-workbench: an old venv loses the old name first
+	$(PY) -m pip uninstall --disable-pip-version-check -q -y tcbench 2>/dev/null || true
+	$(PY) -m pip install --disable-pip-version-check -q -e ".[lab,xla,test,docs]" -c constraints.txt
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -38,6 +40,13 @@ postgres:
 # 3× wide either way); 150 s gives 4 or more
 DEMO_ARGS := --model gpt2 --size tiny --backends eager,inductor,xla --batch-size 8 --seq-len 64 --steps 40 \
 	--warmup 5 --lr 2e-3 --threads 1 --budget-s 150
+
+# the wheel (dist/tcbench_workbench-*.whl): the package, the panel and the shipped data; its README is the long
+# description. Install it with `pip install dist/tcbench_workbench-*.whl` (extras: '...whl[lab]').
+dist: setup
+	rm -rf dist
+	$(PY) -m pip wheel --disable-pip-version-check --no-deps -q -w dist .
+	@ls dist/*.whl
 
 demo: setup
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html
@@ -66,10 +75,16 @@ app: setup
 gallery: setup
 	$(PY) notebooks/gallery.py --out gallery
 
+# the documentation site (Sphinx + MyST, offline, warnings are errors) into docs/_build/html; the gallery shows the
+# notebooks the tests executed (build/notebooks/) and executes nothing
+# (the `docs` extra, which `make setup` installs, holds Sphinx and its extensions)
+docs: setup
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
+
 bench: setup
 	@test -x /usr/bin/time || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null)
 	$(PY) benchmarks/trust.py
 	$(PY) benchmarks/run_benchmarks.py
 
 clean:
-	rm -rf $(VENV) $(TEST_HOME) .pytest_cache demo-report.html gallery
+	rm -rf $(VENV) $(TEST_HOME) .pytest_cache demo-report.html gallery docs/_build docs/gallery
