@@ -58,3 +58,61 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
     gallery = sorted((out / "gallery").glob("*.html"))
     assert gallery, "no gallery notebook was built"
     assert "Getting started" in page("getting-started.html")
+
+
+def _code_blocks(lang: str) -> list[tuple[str, str]]:
+    """(file, code) of every ```lang block in the README and the docs' own pages."""
+    import re
+
+    pages = [ROOT / "README.md", *(p for p in (ROOT / "docs").rglob("*.md")
+                                   if not {"_build", "gallery"} & set(p.relative_to(ROOT / "docs").parts))]
+    return [(str(p.relative_to(ROOT)), m.group(1)) for p in pages
+            for m in re.finditer(rf"```{lang}\n(.*?)```", p.read_text(encoding="utf-8"), re.S)]
+
+
+def test_the_python_examples_in_the_docs_name_what_the_api_has():
+    """Every ```python block parses; each ``tc.NAME`` is in the API, and the keywords it is called with are its
+    parameters (the examples are not run: they train; this catches a renamed function or argument)."""
+    import ast
+    import inspect
+
+    import tcbench as tc
+
+    blocks = _code_blocks("python")
+    assert len(blocks) >= 10
+    for page, code in blocks:
+        tree = ast.parse(code, filename=page)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "tc":
+                assert hasattr(tc, node.attr), f"{page}: tc.{node.attr} is not in tcbench's API"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "tc" \
+                    and callable(getattr(tc, node.func.attr, None)):
+                params = inspect.signature(getattr(tc, node.func.attr)).parameters
+                if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+                    continue
+                for kw in node.keywords:
+                    assert kw.arg is None or kw.arg in params, f"{page}: tc.{node.func.attr}() has no {kw.arg}="
+
+
+def test_the_cli_examples_in_the_docs_parse():
+    """Every `tcbench ...` line of a ```bash block is accepted by the CLI's parser (not run); an upper-case
+    placeholder such as ID is read as 1."""
+    import shlex
+
+    from tcbench.cli.app import build_parser
+
+    lines = [cmd.strip() for page, code in _code_blocks("bash")
+             for line in code.replace("\\\n", " ").splitlines()
+             for cmd in line.split("#")[0].split(";") if cmd.strip().startswith("tcbench ")]
+    assert len(lines) >= 10
+    for line in lines:
+        argv = ["1" if a.isupper() else a for a in shlex.split(line)[1:]]   # a placeholder (ID) stands for a number
+        if "--" in argv:   # compare-script's own arguments follow --
+            argv = argv[:argv.index("--")]
+        if "--help" in argv or "-h" in argv:
+            continue
+        try:
+            build_parser().parse_args(argv)
+        except SystemExit:
+            raise AssertionError(f"the docs show `{line}`, which the CLI refuses") from None

@@ -278,6 +278,12 @@ def _memory_html(row: Mapping[str, Any], name: str) -> str:
     return fmt_interval(*found) + (html_note("no measurable difference") if same else "")
 
 
+def _memory_cli(row: Mapping[str, Any], name: str) -> str:
+    """The compiled job's peak as a multiple of the native peak (the report's convention), "–" for the baseline."""
+    found = memory_compared(row)
+    return MISSING if found is None or row.get("verdict_kind") == "baseline" else fmt_ratio(found[0])
+
+
 def _mfu_html(row: Mapping[str, Any], name: str) -> str:
     return fmt_percent(row.get(name)) if not is_missing(row.get(name)) else html_text(row.get("mfu_note"))
 
@@ -376,8 +382,8 @@ _SUMMARY = (
            shows=("break_even_low", "break_even_high")),
     Column("peak_mem_mb", "peak memory", "MiB", short="peak", cli=fixed(",.0f"), report=value(fmt_number),
            figure="peak_mem_bytes"),
-    Column("memory_ratio", "peak memory, compiled ÷ native (95 % interval)", short="memory ratio",
-           cli=value(lambda v: fmt_interval(v, None, None)),
+    Column("memory_ratio", "peak memory, compiled ÷ native (95 % interval)", short="peak ÷ native",
+           cli=_memory_cli,
            report=_unless_baseline(_memory_html),
            shows=("memory_ci_low", "memory_ci_high")),
     Column("mfu", "MFU", cli=fixed(".3f"), report=_mfu_html, shows=("mfu_note",), figure="mfu"),
