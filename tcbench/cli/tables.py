@@ -4,13 +4,15 @@ modules import it, never each other."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from tcbench.cli.common import print_table
 from tcbench.job.diagnostics import lines as diagnose_lines
-from tcbench.view.format import CLI_COLUMNS, fmt_interval, is_missing
+from tcbench.view.format import CLI_COLUMNS, MISSING, compile_phases_text, fmt_interval, is_missing
 
 SINGLE_ROUND = "single round: no run-to-run spread"
 # each command's columns; their names, units and cells are tcbench.view.format.COLUMNS (the report's too), the same
@@ -67,6 +69,9 @@ def print_comparison(cmp: Any) -> None:
             print(f"    loss parity {'' if row.loss_parity is None else 'ok: '}{row.loss_parity_note}")
         if row.error:
             print(f"    error: {row.error.strip().splitlines()[-1][:300]}")
+        phases = compile_phases_text(dataclasses.asdict(row))
+        if phases != MISSING:   # where the compile latency went, and what each phase found in its cache
+            print(f"    compile: {phases}" + (f" ({row.compile_cache})" if row.compile_cache else ""))
         for line in diagnose_lines(diagnosis, row.label):   # graph breaks, recompiles, ...: where and why
             print(f"    {line}")
         if row.mfu_note:

@@ -44,7 +44,34 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
-class JobFigures:
+class CompilePhases:
+    """Where a compiled job's compile time went, as its compiler timed it during the warmup steps (torch.compile:
+    ``torch._dynamo.utils.compile_times``; XLA: its ``CompileTime`` metric); None where the compiler does not say,
+    and for eager.
+
+    ``compile_dynamo_s``: Dynamo tracing Python bytecode into graphs; ``compile_aot_s``: AOTAutograd (tracing the
+    joint forward/backward graph, partitioning it, the backward's lazy compile) outside the backend;
+    ``compile_backend_s``: the backend's code generation and compile (Inductor's ``compile_fx_inner`` for every
+    graph, a C++ compile or a load from its FX graph cache; XLA's compile). The cache state of each phase: Dynamo
+    traces again in every process (torch 2.9 keeps no Dynamo cache); ``aot_cache_hits`` / ``aot_cache_misses``
+    count the graphs found in / missing from AOTAutograd's cache, ``fx_cache_hits`` / ``fx_cache_misses`` those of
+    Inductor's FX graph cache.
+    """
+
+    compile_dynamo_s: float | None = None
+    compile_aot_s: float | None = None
+    compile_backend_s: float | None = None
+    aot_cache_hits: int | None = None
+    aot_cache_misses: int | None = None
+    fx_cache_hits: int | None = None
+    fx_cache_misses: int | None = None
+
+
+COMPILE_PHASE_NAMES = tuple(f.name for f in dataclasses.fields(CompilePhases))
+
+
+@dataclass(frozen=True)
+class JobFigures(CompilePhases):
     """What a job's step records add up to (``tcbench.measure.metrics.job_figures``); None when the job ended first.
 
     Spread of the steady steps: ``step_iqr_s`` (interquartile range) and ``step_cv`` (coefficient of
@@ -82,6 +109,24 @@ class JobFigures:
 
 
 FIGURE_NAMES = tuple(f.name for f in dataclasses.fields(JobFigures))
+
+
+def compile_cache_text(jobs: "list[JobResult]") -> str:
+    """Each compile phase's cache state over ``jobs`` (their rounds), in words: "Dynamo traced · AOTAutograd 0 of 2
+    graphs from its cache · Inductor 4 of 4 from the FX graph cache"; "" when no job reported its phases."""
+    def count(hits: str, misses: str) -> tuple[int, int] | None:
+        pairs = [(getattr(r, hits), getattr(r, misses)) for r in jobs if getattr(r, hits) is not None]
+        return None if not pairs else (sum(h for h, _ in pairs), sum(h + (m or 0) for h, m in pairs))
+
+    aot, fx = count("aot_cache_hits", "aot_cache_misses"), count("fx_cache_hits", "fx_cache_misses")
+    if aot is None and fx is None:
+        return ""
+    parts = ["Dynamo traced"]
+    if aot is not None:
+        parts.append(f"AOTAutograd {aot[0]} of {aot[1]} graphs from its cache")
+    if fx is not None:
+        parts.append(f"Inductor {fx[0]} of {fx[1]} graphs from the FX graph cache")
+    return " · ".join(parts)
 
 
 AA = " (A/A)"   # the label of the native job's twin in an A/A pair: "eager (A/A)"
@@ -188,6 +233,10 @@ class SummaryRow:
     tokens_s: float | None
     compile_latency_s: float | None
     cache: str
+    compile_dynamo_s: float | None     # CompilePhases, median over the rounds
+    compile_aot_s: float | None
+    compile_backend_s: float | None
+    compile_cache: str                 # each phase's cache state in words (``compile_cache_text``)
     peak_mem_mb: float | None
     mfu: float | None
     mfu_note: str

@@ -7,12 +7,13 @@ Importing this module never imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
 
 from tcbench.core.spec import JobSpec
-from tcbench.job.protocol import Channel, Compiler, End, Log, Sched
+from tcbench.job.protocol import Channel, CompileTimes, Compiler, Counters, End, Log, Sched
 
 
 def die_with_parent() -> None:
@@ -185,6 +186,19 @@ def send_sched(chan: Channel, since: tuple | None, main_only: bool | None = Fals
     chan.send(Sched(wall_s=wall, cpu_s=cpu, wait_s=None if wait is None or since[2] is None else wait - since[2],
                     steal_share=steal, wait_main_only=bool(main_only),
                     cpus=None if cpus is None else list(cpus), others_share=others))
+
+
+def send_after_warmup(chan: Any, backend: Any, counters: dict) -> None:
+    """What the compiler did by the end of warmup: its counters, and where its compile time went (a compiler whose
+    timing cannot be read only says so in the log: the figures are a detail, the job goes on)."""
+    chan.send(Counters(when="after_warmup", counters=counters))
+    try:
+        phases = backend.compile_phases() if hasattr(backend, "compile_phases") else None
+    except Exception as exc:  # noqa: BLE001 - a renamed torch internal must not end the job
+        chan.send(Log(line=f"[tcbench] compile phases not read: {type(exc).__name__}: {exc}"[:300]))
+        return
+    if phases is not None:
+        chan.send(CompileTimes(**dataclasses.asdict(phases)))
 
 
 def finish(chan: Channel, backend: Any, spec: JobSpec, run_dir: str, status: str, error: str) -> None:

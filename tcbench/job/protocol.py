@@ -9,8 +9,8 @@ optional is left out while it is None.
 Kinds, in the order a job sends them: ``phase`` (what it is doing: the stall clock's words), ``log`` (a line for
 the caller), ``compiler`` (the compiled backend's announcement), ``parallel`` (a data-parallel job's process
 group), ``meta`` (after model and data load), ``eval`` (held-out losses, before training and after it), ``step``
-(one per optimizer step), ``counters`` (after warmup), ``sched`` (the steady steps' CPU and run-queue time),
-``end`` (how it ended; a data-parallel rank other than the reporting one sends its ``end`` alone, with ``rank``).
+(one per optimizer step), ``counters`` and ``compile_times`` (after warmup), ``sched`` (the steady steps' CPU and
+run-queue time), ``end`` (how it ended; a data-parallel rank other than the reporting one sends its ``end`` alone, with ``rank``).
 
 Imports only the standard library and ``tcbench.core``: both sides of the pipe share it.
 """
@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
-from tcbench.core.results import StepRecord
+from tcbench.core.results import CompilePhases, StepRecord
 
 
 def _optional(default: Any = None) -> Any:
@@ -109,6 +109,16 @@ class Counters:
 
 
 @dataclass(frozen=True)
+class CompileTimes(CompilePhases):
+    """Where a compiled job's compile time went by the end of its warmup (``CompilePhases``' fields), once."""
+
+    kind: ClassVar[str] = "compile_times"
+
+    def phases(self) -> CompilePhases:
+        return CompilePhases(**{f.name: getattr(self, f.name) for f in dataclasses.fields(CompilePhases)})
+
+
+@dataclass(frozen=True)
 class Eval:
     """The held-out loss, its mean and per batch; ``when``: ``initial`` (before the first step) or ``final``."""
 
@@ -146,8 +156,8 @@ class End:
     rank: int | None = _optional()
 
 
-Message = Union[Log, Phase, Compiler, Parallel, Meta, Step, Counters, Eval, Sched, End]
-MESSAGES: tuple[type, ...] = (Log, Phase, Compiler, Parallel, Meta, Step, Counters, Eval, Sched, End)
+Message = Union[Log, Phase, Compiler, Parallel, Meta, Step, Counters, CompileTimes, Eval, Sched, End]
+MESSAGES: tuple[type, ...] = (Log, Phase, Compiler, Parallel, Meta, Step, Counters, CompileTimes, Eval, Sched, End)
 KINDS: dict[str, type] = {cls.kind: cls for cls in MESSAGES}
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.job import process_tools as _proc
-from tcbench.job.protocol import Channel, Counters, End, Message, Meta, Phase, Step
+from tcbench.job.protocol import Channel, End, Message, Meta, Phase, Step
 
 BACKEND_ENV = "TCBENCH_BACKEND"
 _OWNER_ENV = "TCBENCH_SCRIPT_PID"    # the job's own process; its children are never the job
@@ -380,7 +380,7 @@ class Tracker:
         mem = peak if peak is not None else self._meter.peak_above_baseline()
         self.count = i + 1
         if self.count == spec.warmup_steps:
-            JOB.send(Counters(when="after_warmup", counters=_counters(self._backend)))
+            _proc.send_after_warmup(JOB, self._backend, _counters(self._backend))
             self._measuring()
         return dict(step=i, step_s=dt, samples_s=batch / dt, tokens_s=batch * seq / dt, mem_bytes=int(mem),
                     loss=value, warmup=i < spec.warmup_steps, seq_len=seq, cpu_s=cpu)

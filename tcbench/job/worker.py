@@ -5,8 +5,8 @@ child forked by the warm launcher (``tcbench.job.zygote``), which has this modul
 runner decides which: ``tcbench.runner.zygote_client``). Every message is one line of the job
 protocol (``tcbench.job.protocol``) on file descriptor ``fd`` (stdout/stderr go to the run's log file, so
 library prints cannot corrupt the stream): ``Log``, ``Meta`` (after model and data load), ``Step`` (one per
-optimizer step), ``Counters`` (after warmup), ``End`` (status, error, counters) and the others. A crash, an
-OOM or a kill stays in this process; the parent turns whatever arrived into a JobResult.
+optimizer step), ``Counters`` and ``CompileTimes`` (after warmup), ``End`` (status, error, counters) and the
+others. A crash, an OOM or a kill stays in this process; the parent turns whatever arrived into a JobResult.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import traceback
 from tcbench.job.factory import batch_size_of, loss_of, seq_len_of
 from tcbench.core.spec import JobSpec, is_factory
 from tcbench.job.process_tools import (RssMeter, announce, classify, die_with_parent, finish, gpu_env, pin_cpus,
-                                       send_sched, steady_start)
-from tcbench.job.protocol import Channel, Counters, End, Eval, Log, Meta, Parallel, Phase, Step
+                                       send_after_warmup, send_sched, steady_start)
+from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step
 
 
 
@@ -186,7 +186,7 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
                        mem_bytes=int(mem), loss=loss, warmup=step < spec.warmup_steps, seq_len=seq, cpu_s=cpu,
                        **(comm.take() if comm is not None else {})))
         if step == spec.warmup_steps - 1:
-            chan.send(Counters(when="after_warmup", counters=backend.counters()))
+            send_after_warmup(chan, backend, backend.counters())
         if loss is not None and not math.isfinite(loss):
             finish(chan, backend, spec, run_dir, "diverged", f"loss became {loss} at step {step} (lr={spec.lr})")
             return

@@ -8,8 +8,8 @@ import dataclasses
 from typing import Callable
 
 from tcbench.core.results import JobResult, StepRecord
-from tcbench.job.protocol import (Compiler, Counters, End, Eval, Log, Message, Meta, Parallel, Phase, Sched,
-                                  Step)
+from tcbench.job.protocol import (CompileTimes, Compiler, Counters, End, Eval, Log, Message, Meta, Parallel, Phase,
+                                  Sched, Step)
 from tcbench.measure.job import standard_error
 
 Observer = Callable[[dict], None]
@@ -71,6 +71,11 @@ def _counters(msg: Counters, result: JobResult, pending: list, tell: Tell) -> No
     result.extra["counters_after_warmup"] = msg.counters
 
 
+def _compile_times(msg: CompileTimes, result: JobResult, pending: list, tell: Tell) -> None:
+    """Where the compile time went: figures of the job (``CompilePhases``' fields), set with the others at its end."""
+    result.extra["compile_phases"] = dataclasses.asdict(msg.phases())
+
+
 def _eval(msg: Eval, result: JobResult, pending: list, tell: Tell) -> None:
     """The held-out loss per batch; ``initial``: before the first step (did it learn?)."""
     key = "eval_loss_initial" if msg.when == "initial" else "eval_loss"
@@ -95,4 +100,4 @@ def _end(msg: End, result: JobResult, pending: list, tell: Tell) -> End | None:
 
 HANDLERS: dict[type, Callable[..., End | None]] = {
     Step: _step, Parallel: _parallel, Meta: _meta, Phase: _phase, Compiler: _compiler, Sched: _sched,
-    Counters: _counters, Eval: _eval, Log: _log, End: _end}
+    Counters: _counters, CompileTimes: _compile_times, Eval: _eval, Log: _log, End: _end}

@@ -441,4 +441,5 @@ def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) ->
     result.extra["probe"] = {k: v for k, v in probe.items() if k != "cached"}
     result.figures = figures(result.records, spec, probe, result.env.get("threads") or _threads(spec),
                              result.extra.get("sched") or {}, n_params=result.extra.get("n_params"),
-                             flops_per_step=result.extra.get("flops_per_step"), **given)
+                             flops_per_step=result.extra.get("flops_per_step"),
+                             **{**(result.extra.get("compile_phases") or {}), **given})

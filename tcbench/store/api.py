@@ -41,7 +41,7 @@ from tcbench.store.base import Database, StoreError, StoreMissing, StoreUnreacha
 from tcbench.store.postgres import Postgres, mask
 from tcbench.store.sqlite import SQLite
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4   # 4: the compile phases (core.results.CompilePhases) among a run's figures
 HEARTBEAT_S = 30.0    # a running job's parent touches its row at least this often
 STALE_S = 600.0       # a running row without a heartbeat for this long is interrupted when the store is opened
 

@@ -87,6 +87,46 @@ def plot_throughput(df: pd.DataFrame,
     return fig
 
 
+# -- compile phases --------------------------------------------------------------------------------------
+PHASES = (("Dynamo", "compile_dynamo_s"), ("AOTAutograd", "compile_aot_s"), ("backend compile", "compile_backend_s"))
+PHASE_COLORS = {"Dynamo": "#FFA15A", "AOTAutograd": "#19D3F3", "backend compile": "#B6E880",
+                "first steps (the rest)": "#D3D3D3"}
+
+
+def collect_compile_phases(x: Any) -> pd.DataFrame:
+    """Per compiled job label that reported its phases: one row per phase (``phase``, ``seconds``: the median over
+    its rounds), and "first steps (the rest)": the compile latency measured from the steps minus the timed phases
+    (running the first steps, allocation: what no compiler phase timed; never below 0)."""
+    df = x.summary() if hasattr(x, "summary") else pd.DataFrame(
+        [dict(backend=r.name, compile_latency_s=r.compile_latency_s, **{n: getattr(r, n) for _, n in PHASES})
+         for r in _results(x)])
+    rows = []
+    for row in df.to_dict("records"):
+        timed = {label: row.get(name) for label, name in PHASES if not is_missing(row.get(name))}
+        if not timed:
+            continue
+        rows += [dict(backend=row["backend"], phase=label, seconds=float(v)) for label, v in timed.items()]
+        if not is_missing(row.get("compile_latency_s")):
+            rest = max(float(row["compile_latency_s"]) - sum(timed.values()), 0.0)
+            rows.append(dict(backend=row["backend"], phase="first steps (the rest)", seconds=rest))
+    return pd.DataFrame(rows, columns=["backend", "phase", "seconds"])
+
+
+def plot_compile_phases(df: pd.DataFrame,
+                        title: str = "Compile latency in phases (s)<br><sub>median over rounds; the rest: what the "
+                                     "first steps took beyond the timed phases</sub>") -> go.Figure:
+    """A stacked horizontal bar per compiled job label, one segment per phase."""
+    fig = go.Figure(layout=dict(title=title, xaxis_title="seconds", barmode="stack", **LAYOUT))
+    for phase, g in df.groupby("phase", sort=False):
+        fig.add_bar(y=list(g["backend"]), x=list(g["seconds"]), name=str(phase), orientation="h",
+                    marker_color=PHASE_COLORS.get(str(phase)), text=[f"{v:.1f}" for v in g["seconds"]],
+                    textposition="inside", hovertemplate=f"{phase}: %{{x:.2f}} s<extra>%{{y}}</extra>")
+    if df.empty:
+        fig.add_annotation(text="no compiled job reported its compile phases", showarrow=False,
+                           xref="paper", yref="paper", x=0.5, y=0.5)
+    return fig
+
+
 # -- memory ----------------------------------------------------------------------------------------------
 def collect_memory(x: Any) -> pd.DataFrame:
     """Per job label: status, peak_mem_mb (MiB), memory_ratio (native ÷ this, as the summary stores it) and its

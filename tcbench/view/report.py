@@ -172,10 +172,13 @@ def write_plotlyjs(folder: str | Path) -> Path | None:
 
 
 def _figures_html(cmp: Any, plotlyjs: str) -> str:
-    """The four charts; plotly.js comes with the first (``plotlyjs``: see ``PLOTLYJS``)."""
+    """The four charts, and the compile phases' when a compiled job reported them; plotly.js comes with the first (``plotlyjs``: see ``PLOTLYJS``)."""
     figs = [plots.plot_throughput(plots.collect_throughput(cmp)),
             plots.plot_memory(plots.collect_memory(cmp), cmp.spec.memory_budget_gb),
             plots.plot_losses(plots.collect_losses(cmp)), plots.plot_step_times(plots.collect_step_times(cmp))]
+    phases = plots.collect_compile_phases(cmp)
+    if not phases.empty:
+        figs.append(plots.plot_compile_phases(phases))
     first = {"directory": "directory", "cdn": "cdn", "inline": True}[check_plotlyjs(plotlyjs)]
     divs = [f.to_html(full_html=False, include_plotlyjs=first if i == 0 else False, default_height="360px",
                       default_width="100%") for i, f in enumerate(figs)]

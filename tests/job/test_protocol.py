@@ -16,8 +16,8 @@ import pytest
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.job import protocol
-from tcbench.job.protocol import (KINDS, MESSAGES, Channel, Compiler, Counters, End, Eval, Log, Meta, Parallel, Phase,
-                                  Sched, Step, decode, encode)
+from tcbench.job.protocol import (KINDS, MESSAGES, Channel, CompileTimes, Compiler, Counters, End, Eval, Log, Meta,
+                                  Parallel, Phase, Sched, Step, decode, encode)
 
 ROOT = Path(__file__).resolve().parents[2]
 SENDERS = ("tcbench/job/worker.py", "tcbench/job/track.py", "tcbench/job/process_tools.py", "tcbench/job/launch.py",
@@ -37,6 +37,8 @@ EXAMPLES = [
     Step(step=4, step_s=0.25, samples_s=32.0, tokens_s=4096.0, mem_bytes=10, allreduce_bytes=400, allreduce_s=0.01,
          buckets=2),
     Counters(when="after_warmup", counters={"compiles": 1, "graph_breaks": 0}),
+    CompileTimes(compile_dynamo_s=0.5, compile_aot_s=1.5, compile_backend_s=2.0, aot_cache_hits=0, aot_cache_misses=2,
+                 fx_cache_hits=3, fx_cache_misses=1),
     Eval(eval_loss=1.5, losses=[1.0, 2.0], when="initial"),
     Eval(eval_loss=1.25),
     Sched(wall_s=2.0, cpu_s=3.5, wait_s=0.1, steal_share=None, wait_main_only=True, cpus=[1]),
@@ -48,7 +50,7 @@ EXAMPLES = [
 
 def test_the_examples_cover_every_kind():
     assert {type(m) for m in EXAMPLES} == set(MESSAGES) and set(KINDS) == {cls.kind for cls in MESSAGES}
-    assert len(KINDS) == len(MESSAGES) == 10
+    assert len(KINDS) == len(MESSAGES) == 11
 
 
 @pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: type(m).__name__)
@@ -175,10 +177,10 @@ def test_the_runner_applies_each_message_to_the_result():
     from tcbench.runner.inbox import handle
 
     res, pending, events = _result(), [], []
-    for msg in EXAMPLES[:12]:
+    for msg in EXAMPLES[:13]:
         assert handle(msg, res, pending, events.append, "eager#0") is None
-    assert handle(EXAMPLES[12], res, pending, events.append, "eager#0") == EXAMPLES[12]   # the job's own end
-    assert handle(EXAMPLES[13], res, pending, events.append, "eager#0") is None            # rank 1's: kept
+    assert handle(EXAMPLES[13], res, pending, events.append, "eager#0") == EXAMPLES[13]   # the job's own end
+    assert handle(EXAMPLES[14], res, pending, events.append, "eager#0") is None            # rank 1's: kept
     assert res.device == "cuda:0" and res.env == {"threads": 1, "gpu": "H100", "cpus": [1]}
     assert [r.step for r in res.records] == [3, 4] and pending == res.records
     assert res.extra == {
@@ -188,6 +190,8 @@ def test_the_runner_applies_each_message_to_the_result():
         "n_params": None, "flops_per_step": None, "tokenizer": "gpt2 (shipped)",
         "allreduce_steps": [[4, 400, 0.01, 2]],
         "counters_after_warmup": {"compiles": 1, "graph_breaks": 0},
+        "compile_phases": {"compile_dynamo_s": 0.5, "compile_aot_s": 1.5, "compile_backend_s": 2.0,
+                           "aot_cache_hits": 0, "aot_cache_misses": 2, "fx_cache_hits": 3, "fx_cache_misses": 1},
         "eval_loss_initial": 1.5, "eval_losses_initial": [1.0, 2.0], "eval_loss_initial_se": 0.5,
         "eval_loss": 1.25, "eval_losses": [1.25],
         "sched": {"wall_s": 2.0, "cpu_s": 3.5, "wait_s": 0.1, "steal_share": None, "wait_main_only": True,

@@ -2,7 +2,8 @@
 
 A backend owns the device, the optimizer and the compiled step. The worker calls, in order:
 ``setup`` (device and caches, before any autograd), ``prepare`` (model and optimizer),
-then ``step`` + ``sync`` per optimizer step, and ``counters``/``diagnostics``/``report`` at the end.
+then ``step`` + ``sync`` per optimizer step, ``counters`` and ``compile_phases`` after warmup, and
+``counters``/``diagnostics``/``report`` at the end.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import os
 from typing import Any, Protocol
 
+from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec
 
 
@@ -44,6 +46,10 @@ class Backend(Protocol):
 
     def counters(self) -> dict:
         """Compiler counters: compiles, graph breaks, ... (cheap; read after warmup and at the end)."""
+
+    def compile_phases(self) -> CompilePhases | None:
+        """Where the compile time went so far (``CompilePhases``; read once, after warmup); None without a
+        compiler."""
 
     def diagnostics(self) -> dict:
         """What the compiler did and where (graph breaks, recompiles, fallbacks, host transfers) as plain data

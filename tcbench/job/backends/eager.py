@@ -99,6 +99,9 @@ class EagerBackend:
     def counters(self) -> dict:
         return {}
 
+    def compile_phases(self) -> None:
+        return None   # nothing compiled
+
     def diagnostics(self) -> dict:
         return {}
 

@@ -14,6 +14,7 @@ import os
 import shutil
 from typing import Any
 
+from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec
 from tcbench.job.backends.base import data_parallel
 from tcbench.job.backends.eager import EagerBackend
@@ -64,6 +65,9 @@ class InductorBackend(EagerBackend):
                 "graph_breaks": int(sum(counters["graph_break"].values())),
                 "frames_captured": int(stats.get("calls_captured", 0))}
 
+    def compile_phases(self) -> CompilePhases:
+        return compile_phases()
+
     def report(self) -> str:
         from torch._dynamo.utils import compile_times, counters
 
@@ -74,6 +78,33 @@ class InductorBackend(EagerBackend):
         lines.append("compile times:\n" + str(compile_times(repr="str", aggregate=True)))
         return "\n".join(lines)
 
+
+# the functions torch.compile times (torch._dynamo.utils.dynamo_timed, torch 2.9), summed over every graph:
+FRAME = "_compile.compile_inner"               # Dynamo's compile of one frame, the backend's compile included
+BACKEND = "OutputGraph.call_user_compiler"     # AOTAutograd with Inductor's compile of the forward inside
+LAZY_BACKWARD = "backward._backward_impl"     # the backward graph, compiled at its first call
+INDUCTOR = "compile_fx_inner"                  # Inductor's lowering, codegen and compile (or FX-cache load), per graph
+
+
+def compile_phases() -> CompilePhases:
+    """This process's compile time so far in phases, from ``torch._dynamo.utils.compile_times`` (the seconds each
+    timed function took, summed): Dynamo = frame − backend; AOTAutograd = backend + lazy backward − Inductor;
+    Inductor = its compile of every graph (0 when every graph came from AOTAutograd's cache: Inductor never ran).
+    Cache hits and misses from Dynamo's counters. No phase times when no frame was compiled, or under a torch that
+    names its timers otherwise."""
+    from torch._dynamo.utils import compile_times, counters
+
+    caches = dict(aot_cache_hits=int(counters["aot_autograd"].get("autograd_cache_hit", 0)),
+                  aot_cache_misses=int(counters["aot_autograd"].get("autograd_cache_miss", 0)),
+                  fx_cache_hits=int(counters["inductor"].get("fxgraph_cache_hit", 0)),
+                  fx_cache_misses=int(counters["inductor"].get("fxgraph_cache_miss", 0)))
+    names, values = compile_times(repr="csv", aggregate=True)
+    took = {n: float(v) for n, v in zip(names, values)}
+    if FRAME not in took:
+        return CompilePhases(**caches)
+    frame, backend, backward, inductor = (took.get(n, 0.0) for n in (FRAME, BACKEND, LAZY_BACKWARD, INDUCTOR))
+    return CompilePhases(compile_dynamo_s=max(frame - backend, 0.0),
+                         compile_aot_s=max(backend + backward - inductor, 0.0), compile_backend_s=inductor, **caches)
 
 
 def vec_isa_checked_once() -> str:

@@ -18,6 +18,7 @@ import importlib.util
 import os
 from typing import Any
 
+from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec
 from tcbench.job.factory import loss_of
 from tcbench.job.backends.base import BackendUnavailable
@@ -111,6 +112,13 @@ class XlaBackend:
                 "executions": int(exec_data[0]) if exec_data else 0,
                 "execute_time_s": float(exec_data[1]) / 1e9 if exec_data else 0.0,
                 "graph_breaks": 0}
+
+    def compile_phases(self) -> CompilePhases:
+        """XLA's own compile (its ``CompileTime`` metric); its lazy tracing is spread over the steps, not timed apart."""
+        import torch_xla.debug.metrics as met
+
+        data = met.metric_data("CompileTime")
+        return CompilePhases(compile_backend_s=float(data[1]) / 1e9 if data else 0.0)
 
     def diagnostics(self) -> dict:
         return self.diag.collect()
