@@ -68,6 +68,8 @@ class CompilePhases:
 
 
 COMPILE_PHASE_NAMES = tuple(f.name for f in dataclasses.fields(CompilePhases))
+# debug=True: a compiled job's structured compile trace (TORCH_TRACE) and tlparse's HTML report of it, in its run folder
+TRACE_DIR, TRACE_REPORT_DIR = "torch_trace", "tlparse"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any
 
+from tcbench.core.results import TRACE_DIR, TRACE_REPORT_DIR
 from tcbench.core.spec import JobSpec
 from tcbench.job.protocol import Channel, CompileTimes, Compiler, Counters, End, Log, Sched
 
@@ -202,13 +203,17 @@ def send_after_warmup(chan: Any, backend: Any, counters: dict) -> None:
 
 
 def finish(chan: Channel, backend: Any, spec: JobSpec, run_dir: str, status: str, error: str) -> None:
-    """The job's ``End`` with the backend's counters and diagnostics (and its compiler report with debug)."""
+    """The job's ``End`` with the backend's counters and diagnostics (with debug: its compiler report, and its
+    compile trace's HTML report where the backend keeps a trace)."""
     counters = backend.counters()
     if spec.debug:
         path = os.path.join(run_dir, f"{spec.backend}-compiler-report.txt")
         with open(path, "w") as f:
             f.write(backend.report())
         chan.send(Log(line=f"[tcbench] compiler report written to {path}"))
+        if hasattr(backend, "trace_report"):
+            told = backend.trace_report(os.path.join(run_dir, TRACE_DIR), os.path.join(run_dir, TRACE_REPORT_DIR))
+            chan.send(Log(line=f"[tcbench] {told}"))
     noise = backend.noise_samples() if hasattr(backend, "noise_samples") else []
     chan.send(End(status=status, error=error, counters=counters, diagnostics=backend.diagnostics(),
                   noise=noise or None))

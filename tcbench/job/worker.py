@@ -19,6 +19,7 @@ import traceback
 
 from tcbench.job.factory import batch_size_of, loss_of, seq_len_of
 from tcbench.core.spec import JobSpec, is_factory
+from tcbench.core.results import TRACE_DIR
 from tcbench.job.process_tools import (RssMeter, announce, classify, die_with_parent, finish, gpu_env, pin_cpus,
                                        send_after_warmup, send_sched, steady_start)
 from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step
@@ -126,6 +127,8 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     announce(chan, spec)
     chan.send(Log(f"[tcbench] {torch.get_num_threads()} CPU thread(s) for this job"))
     device = backend.setup(spec, os.environ.get("TCBENCH_XLA_CACHE", os.path.join(run_dir, "xla-cache")))
+    if spec.debug and hasattr(backend, "trace"):   # the compiler's own trace, before anything is compiled
+        backend.trace(os.path.join(run_dir, TRACE_DIR))
     world = _init_data_parallel(chan, device)
 
     work = Workload(spec)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from tcbench.core.results import TRACE_REPORT_DIR
 from tcbench.view import plots
 from tcbench.view.format import (MISSING, REPORT_COLUMNS, bottom_line, fmt_number, fmt_percent, fmt_usd, fmt_yes_no,
                                  html_kind, html_note, html_text, is_missing, memory_text, verdict_reason)
@@ -198,6 +199,15 @@ def _diagnosis_section(cmp: Any) -> str:
             "and host transfers (XLA's metrics), with the README's checklist item for each.</p>" + table)
 
 
+def _traces_html(cmp: Any) -> str:
+    """Links to the compile-trace reports (tlparse) of the jobs that ran with debug=True, where they exist."""
+    found = [(r, Path(str(r.artifacts)) / TRACE_REPORT_DIR / "index.html") for r in cmp.results if r.artifacts]
+    links = [f'<li><a href="{html.escape(page.as_uri())}">{html.escape(r.name)} round {r.round} (run {r.run_id})</a>'
+             f"</li>" for r, page in found if page.is_file()]
+    return ("<h2>Compile traces</h2><p>tlparse's reports of the jobs run with debug=True: every graph, its guards "
+            "and recompiles, and where the compile time went.</p><ul>" + "".join(links) + "</ul>") if links else ""
+
+
 # -- the report's first screen: when, where, and the bottom line -------------------------------------------------
 def ran_at(cmp: Any) -> str:
     """When the comparison started (``Comparison.created``, stored with it), in this machine's time zone."""
@@ -285,6 +295,7 @@ def comparison_html(cmp: Any, profile: str | None = None, plotlyjs: str = "direc
 <h2>Summary</h2>{summary_table_html(summary, verdicts=False)}
 {_METHOD.format(warmup=s.warmup_steps)}
 {_diagnosis_section(cmp)}
+{_traces_html(cmp)}
 {costs_html(cmp, profile)}
 <h2>Job spec</h2>{spec_table_html(s)}
 </body></html>"""

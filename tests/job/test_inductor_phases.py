@@ -29,3 +29,21 @@ def test_an_inductor_job_reports_its_compile_phases_and_the_second_finds_them_ca
 def test_an_eager_job_compiles_nothing(store):
     r = tc.run(tc.JobSpec(steps=4, warmup_steps=1), store=store)
     assert r.status == "ok" and all(getattr(r, n) is None for n in COMPILE_PHASE_NAMES)
+
+
+def test_debug_writes_the_compile_trace_and_its_tlparse_report(store):
+    """debug=True: torch's structured trace (TORCH_TRACE) in the run's folder, even in a job forked from a launcher
+    that imported torch before, and tlparse's HTML report of it (tlparse is in the test extra)."""
+    import dataclasses
+    from pathlib import Path
+
+    from tcbench.core.results import TRACE_DIR, TRACE_REPORT_DIR
+
+    r = tc.run(dataclasses.replace(SPEC, steps=3, warmup_steps=1, debug=True), store=store)
+    assert r.status == "ok", r.error
+    logs = list((Path(r.artifacts) / TRACE_DIR).glob("*.log"))
+    assert logs and any('"dynamo_start"' in p.read_text() for p in logs), logs
+    page = Path(r.artifacts) / TRACE_REPORT_DIR / "index.html"
+    assert page.is_file() and "compile" in page.read_text().lower()
+    cmp = tc.Comparison(spec=SPEC, backends=["inductor"], results=[r], rounds=1)
+    assert page.as_uri() in cmp.to_html(plotlyjs="cdn")   # the report links it

@@ -68,6 +68,14 @@ class InductorBackend(EagerBackend):
     def compile_phases(self) -> CompilePhases:
         return compile_phases()
 
+    def trace(self, folder: str) -> None:
+        """debug=True: torch's structured compile trace (``TORCH_TRACE``) into ``folder``, what tlparse reads."""
+        start_torch_trace(folder)
+
+    def trace_report(self, folder: str, out: str) -> str:
+        """debug=True, at the end: tlparse's HTML report of the trace in ``folder`` (when tlparse is installed)."""
+        return tlparse_report(folder, out)
+
     def report(self) -> str:
         from torch._dynamo.utils import compile_times, counters
 
@@ -105,6 +113,37 @@ def compile_phases() -> CompilePhases:
     frame, backend, backward, inductor = (took.get(n, 0.0) for n in (FRAME, BACKEND, LAZY_BACKWARD, INDUCTOR))
     return CompilePhases(compile_dynamo_s=max(frame - backend, 0.0),
                          compile_aot_s=max(backend + backward - inductor, 0.0), compile_backend_s=inductor, **caches)
+
+
+def start_torch_trace(folder: str) -> None:
+    """torch's structured trace of every compile from here on, one log file in ``folder``. torch reads
+    ``TORCH_TRACE`` when it sets up its logging (at import, which a forked job inherits from its launcher), so the
+    logging is set up again (``torch._logging._internal``: no public call re-reads it)."""
+    from torch._logging import _internal
+
+    os.makedirs(folder, exist_ok=True)
+    os.environ["TORCH_TRACE"] = folder
+    _internal.LOG_TRACE_HANDLER = None
+    _internal._init_logs()
+
+
+def tlparse_report(folder: str, out: str) -> str:
+    """tlparse's HTML report (``out/index.html``) of the newest trace log in ``folder``; what happened, in words."""
+    import glob
+    import subprocess
+    import sys
+
+    logs = sorted(glob.glob(os.path.join(folder, "*.log")), key=os.path.getmtime)
+    if not logs:
+        return f"no compile trace in {folder}"
+    exe = shutil.which("tlparse") or shutil.which("tlparse", path=os.path.dirname(sys.executable))
+    if exe is None:
+        return f"compile trace in {logs[-1]} (pip install tlparse for its HTML report)"
+    done = subprocess.run([exe, logs[-1], "-o", out, "--overwrite", "--no-browser"], capture_output=True, text=True,
+                          timeout=300)
+    if done.returncode != 0 or not os.path.exists(os.path.join(out, "index.html")):
+        return f"compile trace in {logs[-1]}; tlparse failed: {(done.stderr or done.stdout).strip()[-300:]}"
+    return f"compile trace report (tlparse): {os.path.join(out, 'index.html')}"
 
 
 def vec_isa_checked_once() -> str:
