@@ -49,7 +49,8 @@ HELP = {
     "loss_every": "read the loss on the host every k steps only (each read is a device sync)",
     "dropout": "dropout probability; 0 for a tight loss-parity check",
     "threads": "CPU threads per job (1 measures most steadily)",
-    "cache": "shared: reuse the compile cache; cold: compile from scratch each job",
+    "cache": "shared: reuse the compile cache; cold: compile from scratch each job; artifacts: a fresh cache with "
+             "the stored compile artifacts of this job's key loaded first",
     "profile": "instance profile (tcbench profiles) whose memory budget applies",
     "debug": "keep the compiler's own report in the run's artifacts",
     "stall_s": "stop a job that reports nothing for max(this, 20 x its median step) seconds",

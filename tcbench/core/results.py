@@ -55,7 +55,8 @@ class CompilePhases:
     graph, a C++ compile or a load from its FX graph cache; XLA's compile). The cache state of each phase: Dynamo
     traces again in every process (torch 2.9 keeps no Dynamo cache); ``aot_cache_hits`` / ``aot_cache_misses``
     count the graphs found in / missing from AOTAutograd's cache, ``fx_cache_hits`` / ``fx_cache_misses`` those of
-    Inductor's FX graph cache.
+    Inductor's FX graph cache. ``artifact_key`` / ``artifact_state``: the compile artifacts of the job's key
+    (``tcbench.job.artifacts``) and what became of them.
     """
 
     compile_dynamo_s: float | None = None
@@ -65,6 +66,8 @@ class CompilePhases:
     aot_cache_misses: int | None = None
     fx_cache_hits: int | None = None
     fx_cache_misses: int | None = None
+    artifact_key: str | None = None     # the key of the job's compile artifacts (tcbench.job.artifacts)
+    artifact_state: str | None = None   # loaded / saved / refused / none stored, in words
 
 
 COMPILE_PHASE_NAMES = tuple(f.name for f in dataclasses.fields(CompilePhases))
@@ -121,13 +124,16 @@ def compile_cache_text(jobs: "list[JobResult]") -> str:
         return None if not pairs else (sum(h for h, _ in pairs), sum(h + (m or 0) for h, m in pairs))
 
     aot, fx = count("aot_cache_hits", "aot_cache_misses"), count("fx_cache_hits", "fx_cache_misses")
-    if aot is None and fx is None:
+    if aot is None and fx is None and not any(r.artifact_state for r in jobs):
         return ""
     parts = ["Dynamo traced"]
     if aot is not None:
         parts.append(f"AOTAutograd {aot[0]} of {aot[1]} graphs from its cache")
     if fx is not None:
         parts.append(f"Inductor {fx[0]} of {fx[1]} graphs from the FX graph cache")
+    states = sorted({f"{r.artifact_state}" for r in jobs if r.artifact_state})
+    if states:   # the key is in the state's words ("loaded bb49…", "saved bb49…", "refused: …")
+        parts.append("compile artifacts " + "; ".join(states))
     return " · ".join(parts)
 
 
@@ -160,7 +166,8 @@ class JobResult:
     error: str = ""
     records: list[StepRecord] = field(default_factory=list)
     figures: JobFigures = field(default_factory=JobFigures)
-    cache_state: str = ""            # "cold" (the compile cache was filled by this job) / "warm" / "" (eager)
+    # "cold" (it filled the compile cache) / "warm" / "artifacts" (a fresh cache, its artifacts loaded) / "" (eager)
+    cache_state: str = ""
     device: str = ""
     wall_s: float | None = None
     artifacts: str = ""

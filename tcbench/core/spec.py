@@ -25,7 +25,7 @@ BACKENDS = ("eager", "inductor", "xla")
 PRECISIONS = ("fp32", "bf16", "fp16")
 PADDINGS = ("max_length", "longest", "bucket")
 INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-CACHE_MODES = ("shared", "cold")
+CACHE_MODES = ("shared", "cold", "artifacts")
 
 
 class SpecError(ValueError):
@@ -139,6 +139,10 @@ class JobSpec:
     when the job starts (``"this-machine"`` has none); a CPU job whose measured peak exceeds it is ``oom``.
     profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
     seed: 0..2**32-1 (numpy's and torch's seeds).
+    cache: ``"shared"`` (the compile caches of ``$TCBENCH_HOME``, kept between jobs; a compiled job also keeps its
+    compile artifacts there, ``tcbench.job.artifacts``), ``"cold"`` (a fresh, empty compile cache: an honest cold
+    compile) or ``"artifacts"`` (a fresh compile cache into which the artifacts stored for the job's key are loaded
+    first: what a teammate's or a new machine's first job gets; Inductor only).
     stall_s: the job is stopped (``interrupted``, "stalled") when it sends nothing — no step, no phase
     announcement — for max(stall_s, 20 × its median step) seconds; the job announces its long phases
     (model load, compile/warmup, eval), each of which restarts the clock.

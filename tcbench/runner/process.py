@@ -133,9 +133,9 @@ def backend_status(name: str) -> tuple[bool, str]:
 
 
 def _cache_dirs(spec: JobSpec) -> tuple[Path, Path | None]:
-    """The compile cache for this job and, for cache='cold', the temporary folder to delete."""
-    if spec.cache == "cold":
-        tmp = Path(tempfile.mkdtemp(prefix="tcbench-cold-cache-"))   # mkdtemp makes it 0700
+    """The compile cache for this job and, for cache='cold' or 'artifacts', the temporary folder to delete."""
+    if spec.cache in ("cold", "artifacts"):   # artifacts: loaded into a cache as empty as a new machine's
+        tmp = Path(tempfile.mkdtemp(prefix=f"tcbench-{spec.cache}-cache-"))   # mkdtemp makes it 0700
         return tmp, tmp
     return private_dir(home() / "cache", tighten=True), None
 
@@ -170,6 +170,7 @@ def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=threads, PYTHONUNBUFFERED="1",
                TCBENCH_PARENT_PID=str(os.getpid()), TCBENCH_RUN_DIR=str(run_dir),
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TCBENCH_XLA_CACHE=str(cache / "xla"),
+               TCBENCH_ARTIFACTS=str(private_dir(home() / "compile-artifacts", tighten=True)),
                TOKENIZERS_PARALLELISM="false")
     if spec.backend == "xla":
         env.setdefault("PJRT_DEVICE", "CPU")
@@ -367,7 +368,8 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
             shutil.rmtree(tmp, ignore_errors=True)
         result.log_tail = _tail(log_path)
     if spec.compiled:
-        result.cache_state = "cold" if (_count_files(compile_cache) > before or spec.cache == "cold") else "warm"
+        result.cache_state = (spec.cache if spec.cache in ("cold", "artifacts")
+                              else "cold" if _count_files(compile_cache) > before else "warm")
     conclude(result, end, proc.returncode, ending)
     summary = allreduce_summary(result.extra.get("allreduce_steps") or [], result.records, spec.warmup_steps)
     if summary is not None:

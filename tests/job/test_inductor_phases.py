@@ -47,3 +47,25 @@ def test_debug_writes_the_compile_trace_and_its_tlparse_report(store):
     assert page.is_file() and "compile" in page.read_text().lower()
     cmp = tc.Comparison(spec=SPEC, backends=["inductor"], results=[r], rounds=1)
     assert page.as_uri() in cmp.to_html(plotlyjs="cdn")   # the report links it
+
+
+def test_a_job_on_an_empty_cache_loads_the_artifacts_of_its_key_and_compiles_no_new_graph(store):
+    """A shared-cache job keeps its compile artifacts under its key; a job with cache="artifacts" (a fresh, empty
+    compile cache, as on a new machine) loads them first and then finds every graph in the caches: counters, not
+    timings. The key is stored with both runs and shown in the summary's cache words."""
+    import dataclasses
+    import json
+
+    from tcbench.host.paths import home
+
+    first = tc.run(SPEC, store=store)
+    assert first.status == "ok" and first.artifact_key and first.artifact_state.split()[0] in ("saved", "kept")
+    folder = home() / "compile-artifacts"
+    head = json.loads((folder / f"{first.artifact_key}.json").read_text())
+    assert head["key"] == first.artifact_key and head["fields"]["model"] == SPEC.model
+    loaded = tc.run(dataclasses.replace(SPEC, cache="artifacts"), store=store)
+    assert loaded.status == "ok" and loaded.cache_state == "artifacts", loaded.error
+    assert loaded.artifact_key == first.artifact_key and loaded.artifact_state.startswith("loaded"), loaded.artifact_state
+    assert loaded.aot_cache_misses == 0 and loaded.fx_cache_misses == 0 and loaded.aot_cache_hits >= 1
+    cmp = tc.Comparison(spec=SPEC, backends=["inductor"], results=[loaded], rounds=1)
+    assert f"compile artifacts loaded {first.artifact_key}" in cmp.summary().compile_cache[0]

@@ -7,6 +7,7 @@ BERT); the backward runs the AOT-compiled graph dynamo captured with the forward
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -16,6 +17,7 @@ from typing import Any
 
 from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec
+from tcbench.job import artifacts
 from tcbench.job.backends.base import data_parallel
 from tcbench.job.backends.eager import EagerBackend
 
@@ -33,6 +35,8 @@ class InductorBackend(EagerBackend):
         from tcbench.job.diagnostics import setup as diagnose
 
         device = super().setup(spec, cache_dir)
+        self.spec, self.artifacts = spec, os.environ.get(artifacts.ENV)
+        self.artifact_fields, self.artifact_state = None, None
         self.isa_checked = device.type != "cpu"
         self.diag = diagnose("inductor")   # before anything is compiled: graph breaks and recompiles from here on
         return device
@@ -43,6 +47,11 @@ class InductorBackend(EagerBackend):
         self.model, self.comm = data_parallel(model.to(self.device).train(), self.device, spec.precision)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=spec.lr, foreach=True)
         self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
+        if self.artifacts:
+            self.artifact_fields = artifacts.key_fields(spec, self.device)
+            if spec.cache == "artifacts":   # before anything is compiled: Inductor then finds what they hold
+                self.artifact_state = artifacts.load(self.artifacts, self.artifact_fields)
+                print(f"tcbench: compile artifacts {self.artifact_state}", flush=True)
         mode = None if spec.compile_mode == "default" else spec.compile_mode
         self.forward = torch.compile(self.model, mode=mode)
         self.opt_step = torch.compile(self.opt.step, mode=mode)
@@ -66,7 +75,19 @@ class InductorBackend(EagerBackend):
                 "frames_captured": int(stats.get("calls_captured", 0))}
 
     def compile_phases(self) -> CompilePhases:
-        return compile_phases()
+        """The phases so far; after warmup (when it is read) a job that compiled something new, or whose key has
+        no artifacts yet, keeps its compile artifacts under its key."""
+        phases = compile_phases()
+        if self.artifact_fields is None:
+            return phases
+        key = artifacts.key_of(self.artifact_fields)
+        if self.spec.cache != "artifacts":
+            stored = os.path.exists(os.path.join(self.artifacts, key + ".bin"))
+            if not stored or phases.fx_cache_misses or phases.aot_cache_misses:
+                self.artifact_state = artifacts.save(self.artifacts, self.artifact_fields)
+            else:
+                self.artifact_state = f"kept {key} (stored before; nothing new compiled)"
+        return dataclasses.replace(phases, artifact_key=key, artifact_state=self.artifact_state)
 
     def trace(self, folder: str) -> None:
         """debug=True: torch's structured compile trace (``TORCH_TRACE``) into ``folder``, what tlparse reads."""

@@ -1,0 +1,108 @@
+"""Compile cache artifacts (``torch.compiler.save_cache_artifacts`` / ``load_cache_artifacts``): what a compiled job
+compiled, kept beside the store under a key of everything the compiled code depends on, so that the next job with
+the same key, on a machine whose own compile cache is empty (a teammate's, a fresh CI runner, ``cache="artifacts"``),
+loads it before compiling instead of compiling again.
+
+A file pair per key in ``$TCBENCH_ARTIFACTS`` (the runner sets it: ``$TCBENCH_HOME/compile-artifacts``):
+``<key>.bin`` (torch's bytes) and ``<key>.json`` (the key and the fields it was made of). An artifact is loaded
+only when its stored key and fields equal this job's: a renamed, stale or foreign file is refused, by its key,
+never loaded blindly. Runs in the job's process (imports torch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+from typing import Any
+
+from tcbench.core.spec import JobSpec
+
+ENV = "TCBENCH_ARTIFACTS"
+
+
+def key_fields(spec: JobSpec, device: Any) -> dict[str, Any]:
+    """What compiled code depends on: torch, Python, the device and what its compiler targets (the CPU's vector
+    instruction sets, or the GPU's name and compute capability), the compiler's configuration, the model and the
+    shapes."""
+    import torch
+
+    if device.type == "cuda":
+        target: Any = [torch.cuda.get_device_name(device), list(torch.cuda.get_device_capability(device))]
+    else:
+        try:
+            from torch._inductor import cpu_vec_isa
+
+            target = sorted(str(i) for i in cpu_vec_isa.valid_vec_isa_list())
+        except (ImportError, AttributeError):   # a torch without the helper: the machine's name instead
+            target = platform.processor() or platform.machine()
+    return {"torch": torch.__version__, "python": sys.version.split()[0], "device": device.type, "target": target,
+            "backend": spec.backend, "compile_mode": spec.compile_mode, "precision": spec.precision,
+            "model": spec.model, "size": spec.size, "dataset": spec.dataset, "padding": spec.padding,
+            "batch_size": spec.batch_size, "seq_len": spec.seq_len, "dropout": spec.dropout, "nproc": spec.nproc}
+
+
+def key_of(fields: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _paths(folder: str, key: str) -> tuple[str, str]:
+    return os.path.join(folder, f"{key}.bin"), os.path.join(folder, f"{key}.json")
+
+
+def load(folder: str, fields: dict[str, Any]) -> str:
+    """Load the artifacts stored for these fields' key into torch's caches; what happened, in words ("loaded …",
+    "none stored …", "refused: …")."""
+    import torch
+
+    key = key_of(fields)
+    data_path, head_path = _paths(folder, key)
+    if not os.path.exists(data_path):
+        return f"none stored for key {key}"
+    try:
+        with open(head_path, encoding="utf-8") as f:
+            head = json.load(f)
+        with open(data_path, "rb") as f:
+            data = f.read()
+    except (OSError, ValueError) as exc:
+        return f"refused: the artifact for key {key} cannot be read ({type(exc).__name__}: {exc})"
+    want = json.loads(json.dumps(fields, default=str))   # as the header stores them
+    stored = head.get("fields") if isinstance(head, dict) and isinstance(head.get("fields"), dict) else {}
+    if not isinstance(head, dict) or head.get("key") != key or stored != want:
+        differ = sorted(k for k in want if stored.get(k) != want[k]) or ["its key"]
+        return (f"refused: the artifact stored as {key} was made for key "
+                f"{head.get('key') if isinstance(head, dict) else '?'} (it differs in {', '.join(differ)})")
+    if head.get("bytes") != len(data) or head.get("sha256") != hashlib.sha256(data).hexdigest():
+        return f"refused: the artifact for key {key} is not the one its header describes (truncated or replaced)"
+    info = torch.compiler.load_cache_artifacts(data)
+    return f"loaded {key} ({_count(info)})"
+
+
+def save(folder: str, fields: dict[str, Any]) -> str:
+    """Save what this process compiled (or loaded from its caches) under these fields' key; what happened."""
+    import torch
+
+    key = key_of(fields)
+    got = torch.compiler.save_cache_artifacts()
+    if got is None or not got[0]:
+        return "nothing compiled to save"
+    data, info = got
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    data_path, head_path = _paths(folder, key)
+    head = {"key": key, "fields": fields, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    for path, payload, mode in ((data_path, data, "wb"), (head_path, json.dumps(head, default=str), "w")):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, mode) as f:
+            f.write(payload)
+        os.replace(tmp, path)   # atomic: a reader sees the old file or the new one, never half of one
+    return f"saved {key} ({_count(info)})"
+
+
+def _count(info: Any) -> str:
+    """``CacheInfo``'s artifacts per kind, in words."""
+    kinds = getattr(info, "artifacts", None)
+    if not isinstance(kinds, dict):
+        return "artifacts"
+    return ", ".join(f"{len(v)} {k}" for k, v in kinds.items() if v) or "no artifacts"
