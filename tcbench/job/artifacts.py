@@ -76,7 +76,10 @@ def load(folder: str, fields: dict[str, Any]) -> str:
                 f"{head.get('key') if isinstance(head, dict) else '?'} (it differs in {', '.join(differ)})")
     if head.get("bytes") != len(data) or head.get("sha256") != hashlib.sha256(data).hexdigest():
         return f"refused: the artifact for key {key} is not the one its header describes (truncated or replaced)"
-    info = torch.compiler.load_cache_artifacts(data)
+    try:
+        info = torch.compiler.load_cache_artifacts(data)
+    except Exception as exc:  # noqa: BLE001 - torch could not read them: the job compiles as if none were stored
+        return f"refused: torch could not load the artifact for key {key} ({type(exc).__name__}: {exc})"[:400]
     return f"loaded {key} ({_count(info)})"
 
 

@@ -65,3 +65,15 @@ def test_a_truncated_or_replaced_artifact_is_refused(tmp_path):
     assert "truncated or replaced" in artifacts.load(str(tmp_path), FIELDS)
     (tmp_path / f"{key}.json").write_text("{not json")
     assert artifacts.load(str(tmp_path), FIELDS).startswith("refused:")
+
+
+def test_bytes_torch_cannot_read_are_refused_and_the_job_goes_on(tmp_path, monkeypatch):
+    import torch
+
+    def broken(data):
+        raise ValueError("not a cache artifact")
+
+    monkeypatch.setattr(torch.compiler, "load_cache_artifacts", broken)
+    _store(tmp_path, artifacts.key_of(FIELDS), FIELDS)
+    told = artifacts.load(str(tmp_path), FIELDS)
+    assert told.startswith("refused: torch could not load") and "not a cache artifact" in told
