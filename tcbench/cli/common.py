@@ -15,20 +15,21 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from tcbench.core.spec import BACKENDS, CACHE_MODES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec
+from tcbench.core.spec import BACKENDS, CACHE_MODES, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec
 
 # the JobSpec fields a command never takes as an option: the backend is the command's own, the rest are API-only
 NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "script", "script_args", "noise_micro_batches")
 # the option whose name is not the field's
 FLAGS = {"warmup_steps": "--warmup"}
-CHOICES = {"precision": PRECISIONS, "padding": PADDINGS, "cache": CACHE_MODES, "compile_mode": INDUCTOR_MODES}
+CHOICES = {"precision": PRECISIONS, "padding": PADDINGS, "cache": CACHE_MODES, "compile_mode": INDUCTOR_MODES,
+           "compile_scope": COMPILE_SCOPES}
 # the help's option groups, in the order it shows them; every job option is in one (tests check it)
 MODEL, TRAINING, COMPILER, MEASUREMENT, PARALLEL, OUTPUT = ("model", "training", "compiler", "measurement",
                                                            "data parallel", "storage and output")
 GROUPS: dict[str, tuple[str, ...]] = {
     MODEL: ("model", "size", "dataset", "padding", "dropout"),
     TRAINING: ("batch_size", "seq_len", "steps", "warmup_steps", "lr", "seed", "precision", "loss_every"),
-    COMPILER: ("compile_mode", "cache", "debug"),
+    COMPILER: ("compile_mode", "compile_scope", "cache", "debug"),
     MEASUREMENT: ("threads", "profile", "stall_s", "timeout_s"),
     PARALLEL: ("nproc", "nnodes", "node_rank", "rdzv_endpoint"),
 }
@@ -49,6 +50,8 @@ HELP = {
     "loss_every": "read the loss on the host every k steps only (each read is a device sync)",
     "dropout": "dropout probability; 0 for a tight loss-parity check",
     "threads": "CPU threads per job (1 measures most steadily)",
+    "compile_scope": "Inductor: model compiles the whole model; blocks compiles its repeated transformer block once "
+                     "(regional compilation)",
     "cache": "shared: reuse the compile cache; cold: compile from scratch each job; artifacts: a fresh cache with "
              "the stored compile artifacts of this job's key loaded first",
     "profile": "instance profile (tcbench profiles) whose memory budget applies",

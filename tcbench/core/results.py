@@ -66,6 +66,7 @@ class CompilePhases:
     aot_cache_misses: int | None = None
     fx_cache_hits: int | None = None
     fx_cache_misses: int | None = None
+    compiled_regions: str | None = None   # compile_scope="blocks": the blocks compiled ("transformer.h: 2 × GPT2Block")
     artifact_key: str | None = None     # the key of the job's compile artifacts (tcbench.job.artifacts)
     artifact_state: str | None = None   # loaded / saved / refused / none stored, in words
 
@@ -126,7 +127,9 @@ def compile_cache_text(jobs: "list[JobResult]") -> str:
     aot, fx = count("aot_cache_hits", "aot_cache_misses"), count("fx_cache_hits", "fx_cache_misses")
     if aot is None and fx is None and not any(r.artifact_state for r in jobs):
         return ""
-    parts = ["Dynamo traced"]
+    regions = sorted({r.compiled_regions for r in jobs if r.compiled_regions})
+    parts = [f"compiled {'; '.join(regions)}"] if regions else []
+    parts.append("Dynamo traced")
     if aot is not None:
         parts.append(f"AOTAutograd {aot[0]} of {aot[1]} graphs from its cache")
     if fx is not None:

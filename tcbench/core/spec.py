@@ -26,6 +26,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 PADDINGS = ("max_length", "longest", "bucket")
 INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CACHE_MODES = ("shared", "cold", "artifacts")
+COMPILE_SCOPES = ("model", "blocks")
 
 
 class SpecError(ValueError):
@@ -139,6 +140,10 @@ class JobSpec:
     when the job starts (``"this-machine"`` has none); a CPU job whose measured peak exceeds it is ``oom``.
     profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
     seed: 0..2**32-1 (numpy's and torch's seeds).
+    compile_scope (Inductor): ``"model"`` compiles the whole model (and ``optimizer.step``); ``"blocks"`` compiles
+    the repeated transformer block instead (regional compilation: each block of the model's largest
+    ``nn.ModuleList`` of one class is compiled, and identical blocks share one compiled graph), leaving the rest of
+    the model eager; the blocks found are named in the result (``JobResult.compiled_regions``).
     cache: ``"shared"`` (the compile caches of ``$TCBENCH_HOME``, kept between jobs; a compiled job also keeps its
     compile artifacts there, ``tcbench.job.artifacts``), ``"cold"`` (a fresh, empty compile cache: an honest cold
     compile) or ``"artifacts"`` (a fresh compile cache into which the artifacts stored for the job's key are loaded
@@ -182,6 +187,7 @@ class JobSpec:
     padding: str = "max_length"
     dataset: str = "builtin"
     compile_mode: str = "default"
+    compile_scope: str = "model"
     loss_every: int = 1
     dropout: float | None = None
     threads: int | None = 1
@@ -205,6 +211,7 @@ class JobSpec:
         self._check_choice("padding", self.padding, PADDINGS)
         self._check_choice("compile_mode", self.compile_mode, INDUCTOR_MODES)
         self._check_choice("cache", self.cache, CACHE_MODES)
+        self._check_choice("compile_scope", self.compile_scope, COMPILE_SCOPES)
         self._check_script()
         if not isinstance(self.model, str) or not self.model:
             raise SpecError("model", self.model, MODEL_ALLOWED)

@@ -135,9 +135,11 @@ def announce(chan: Channel, spec: JobSpec) -> None:
     if spec.backend == "eager":
         chan.send(Log(line="[tcbench] native PyTorch (eager), no compiler configured"))
         return
-    chan.send(Compiler(backend=spec.backend, mode=spec.compile_mode, precision=spec.precision, debug=spec.debug))
+    chan.send(Compiler(backend=spec.backend, mode=spec.compile_mode, precision=spec.precision, debug=spec.debug,
+                       scope=spec.compile_scope))
     chan.send(Log(line=f"[tcbench] Found configuration for compiler {spec.backend}. Configuring tcbench "
-                       f"{spec.backend} backend (mode={spec.compile_mode}, precision={spec.precision}) ..."))
+                       f"{spec.backend} backend (mode={spec.compile_mode}, scope={spec.compile_scope}, "
+                       f"precision={spec.precision}) ..."))
     if spec.debug:
         chan.send(Log(line=f"[tcbench] {spec.backend} compiler set to debug mode: its report is kept in the run's "
                            "artifacts"))

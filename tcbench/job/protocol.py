@@ -58,6 +58,7 @@ class Compiler:
     mode: str
     precision: str
     debug: bool
+    scope: str = "model"   # JobSpec.compile_scope
 
 
 @dataclass(frozen=True)

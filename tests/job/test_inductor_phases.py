@@ -69,3 +69,19 @@ def test_a_job_on_an_empty_cache_loads_the_artifacts_of_its_key_and_compiles_no_
     assert loaded.aot_cache_misses == 0 and loaded.fx_cache_misses == 0 and loaded.aot_cache_hits >= 1
     cmp = tc.Comparison(spec=SPEC, backends=["inductor"], results=[loaded], rounds=1)
     assert f"compile artifacts loaded {first.artifact_key}" in cmp.summary().compile_cache[0]
+
+
+def test_blocks_scope_compiles_the_repeated_block_once_however_many_there_are(store):
+    """compile_scope="blocks" compiles GPT-2's block, not the model: tiny (2 blocks) and small (4 blocks) compile
+    the same number of graphs (one for the block, shared by every block, and the optimizer's), and the result names
+    the blocks. Counters, not timings."""
+    import dataclasses
+
+    jobs = {size: tc.run(dataclasses.replace(SPEC, size=size, compile_scope="blocks"), store=store)
+            for size in ("tiny", "small")}
+    for size, blocks in (("tiny", 2), ("small", 4)):
+        r = jobs[size]
+        assert r.status == "ok", r.error
+        assert r.compiled_regions == f"transformer.h: {blocks} × GPT2Block" and r.final_loss < 9
+    assert jobs["tiny"].extra["counters"]["compiles"] == jobs["small"].extra["counters"]["compiles"] >= 1
+    assert jobs["tiny"].extra["compiler"]["scope"] == "blocks"

@@ -186,14 +186,14 @@ def test_the_runner_applies_each_message_to_the_result():
     assert [r.step for r in res.records] == [3, 4] and pending == res.records
     assert res.extra == {
         "phase": "measuring",
-        "compiler": {"backend": "inductor", "mode": "default", "precision": "fp32", "debug": False},
+        "compiler": {"backend": "inductor", "mode": "default", "precision": "fp32", "debug": False, "scope": "model"},
         "world_size": 2, "dist_backend": "gloo",
         "n_params": None, "flops_per_step": None, "tokenizer": "gpt2 (shipped)",
         "allreduce_steps": [[4, 400, 0.01, 2]],
         "counters_after_warmup": {"compiles": 1, "graph_breaks": 0},
         "compile_phases": {"compile_dynamo_s": 0.5, "compile_aot_s": 1.5, "compile_backend_s": 2.0,
                            "aot_cache_hits": 0, "aot_cache_misses": 2, "fx_cache_hits": 3, "fx_cache_misses": 1,
-                           "artifact_key": "bb4909753231519f", "artifact_state": "saved bb4909753231519f"},
+                           "compiled_regions": None, "artifact_key": "bb4909753231519f", "artifact_state": "saved bb4909753231519f"},
         "eval_loss_initial": 1.5, "eval_losses_initial": [1.0, 2.0], "eval_loss_initial_se": 0.5,
         "eval_loss": 1.25, "eval_losses": [1.25],
         "sched": {"wall_s": 2.0, "cpu_s": 3.5, "wait_s": 0.1, "steal_share": None, "wait_main_only": True,
@@ -204,7 +204,8 @@ def test_the_runner_applies_each_message_to_the_result():
     assert events == [
         {"type": "log", **base, "line": EXAMPLES[0].line},
         {"type": "phase", **base, "phase": "measuring"},
-        {"type": "compiler", **base, "backend": "inductor", "mode": "default", "precision": "fp32", "debug": False},
+        {"type": "compiler", **base, "backend": "inductor", "mode": "default", "precision": "fp32", "debug": False,
+         "scope": "model"},
         {"type": "step", **base, "record": res.records[0]},
         {"type": "step", **base, "record": res.records[1]},
     ]

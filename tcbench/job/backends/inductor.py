@@ -53,7 +53,16 @@ class InductorBackend(EagerBackend):
                 self.artifact_state = artifacts.load(self.artifacts, self.artifact_fields)
                 print(f"tcbench: compile artifacts {self.artifact_state}", flush=True)
         mode = None if spec.compile_mode == "default" else spec.compile_mode
-        self.forward = torch.compile(self.model, mode=mode)
+        self.regions = None
+        if spec.compile_scope == "blocks":   # regional compilation: the repeated block, one graph for all of them
+            name, blocks = repeated_blocks(self.model)
+            for block in blocks:
+                block.compile(mode=mode)
+            self.forward = self.model
+            self.regions = f"{name}: {len(blocks)} × {type(blocks[0]).__name__}"
+            print(f"tcbench: compiling {self.regions} (compile_scope='blocks')", flush=True)
+        else:
+            self.forward = torch.compile(self.model, mode=mode)
         self.opt_step = torch.compile(self.opt.step, mode=mode)
 
     def step(self, batch: dict) -> Any:
@@ -77,7 +86,7 @@ class InductorBackend(EagerBackend):
     def compile_phases(self) -> CompilePhases:
         """The phases so far; after warmup (when it is read) a job that compiled something new, or whose key has
         no artifacts yet, keeps its compile artifacts under its key."""
-        phases = compile_phases()
+        phases = dataclasses.replace(compile_phases(), compiled_regions=self.regions)
         if self.artifact_fields is None:
             return phases
         key = artifacts.key_of(self.artifact_fields)
@@ -134,6 +143,21 @@ def compile_phases() -> CompilePhases:
     frame, backend, backward, inductor = (took.get(n, 0.0) for n in (FRAME, BACKEND, LAZY_BACKWARD, INDUCTOR))
     return CompilePhases(compile_dynamo_s=max(frame - backend, 0.0),
                          compile_aot_s=max(backend + backward - inductor, 0.0), compile_backend_s=inductor, **caches)
+
+
+def repeated_blocks(model: Any) -> tuple[str, list]:
+    """The model's repeated block for regional compilation: its largest ``nn.ModuleList`` (by parameters) of at
+    least two modules of one class (GPT-2's ``transformer.h``, BERT's ``encoder.layer``, a user model's layers);
+    (its name, its blocks). A model without one is a ValueError naming ``compile_scope``."""
+    import torch
+
+    found = [(sum(p.numel() for p in lst.parameters()), name, list(lst)) for name, lst in model.named_modules()
+             if isinstance(lst, torch.nn.ModuleList) and len(lst) >= 2 and len({type(m) for m in lst}) == 1]
+    if not found:
+        raise ValueError(f"compile_scope='blocks' is not allowed for {type(model).__name__}: it has no nn.ModuleList "
+                         "of two or more blocks of one class; allowed: compile_scope='model'")
+    _, name, blocks = max(found, key=lambda f: f[0])
+    return name.removeprefix("module."), blocks   # a data-parallel job's model sits in DDP's .module
 
 
 def start_torch_trace(folder: str) -> None:
