@@ -81,7 +81,9 @@ def test_dashboard_shows_the_trials_two_workers_wrote(page, storage, artifacts):
     _fill(storage, name)
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "tcbench.cli", "dashboard", "--storage", storage, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a terminal's process has SIGINT at its default; a background CI job may have it ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         base = f"http://127.0.0.1:{port}"
         _wait(f"{base}/api/studies", proc)

@@ -81,7 +81,9 @@ def test_a_port_in_use_is_one_line(study, capsys):
 def test_serves_the_study_on_loopback_until_ctrl_c(study, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "tcbench.cli", "dashboard", "--storage", study],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            # a terminal's process has SIGINT at its default; a background CI job may have it ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline()   # printed once the port is bound
         m = re.search(r"open (http://127\.0\.0\.1:(\d+)/dashboard) \(Ctrl-C stops it\)", line)
