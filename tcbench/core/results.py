@@ -118,8 +118,9 @@ FIGURE_NAMES = tuple(f.name for f in dataclasses.fields(JobFigures))
 
 
 def compile_cache_text(jobs: "list[JobResult]") -> str:
-    """Each compile phase's cache state over ``jobs`` (their rounds), in words: "Dynamo traced · AOTAutograd 0 of 2
-    graphs from its cache · Inductor 4 of 4 from the FX graph cache"; "" when no job reported its phases."""
+    """What was compiled and each compile phase's cache state over ``jobs`` (their rounds), in words: "compiled
+    transformer.h: 2 × GPT2Block · Dynamo traced · AOTAutograd 0 of 2 graphs from its cache · Inductor 4 of 4 graphs
+    from the FX graph cache · compile artifacts saved bb49…"; "" when no job reported its phases."""
     def count(hits: str, misses: str) -> tuple[int, int] | None:
         pairs = [(getattr(r, hits), getattr(r, misses)) for r in jobs if getattr(r, hits) is not None]
         return None if not pairs else (sum(h for h, _ in pairs), sum(h + (m or 0) for h, m in pairs))

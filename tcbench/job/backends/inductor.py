@@ -184,8 +184,11 @@ def tlparse_report(folder: str, out: str) -> str:
     exe = shutil.which("tlparse") or shutil.which("tlparse", path=os.path.dirname(sys.executable))
     if exe is None:
         return f"compile trace in {logs[-1]} (pip install tlparse for its HTML report)"
-    done = subprocess.run([exe, logs[-1], "-o", out, "--overwrite", "--no-browser"], capture_output=True, text=True,
-                          timeout=300)
+    try:
+        done = subprocess.run([exe, logs[-1], "-o", out, "--overwrite", "--no-browser"], capture_output=True,
+                              text=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as exc:   # the job's own end must still go out
+        return f"compile trace in {logs[-1]}; tlparse did not finish ({type(exc).__name__}: {exc})"
     if done.returncode != 0 or not os.path.exists(os.path.join(out, "index.html")):
         return f"compile trace in {logs[-1]}; tlparse failed: {(done.stderr or done.stdout).strip()[-300:]}"
     return f"compile trace report (tlparse): {os.path.join(out, 'index.html')}"
