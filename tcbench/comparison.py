@@ -21,7 +21,8 @@ from tcbench.measure.interval import (MIN_EARLIER, PILOT_ROUNDS, RoundsRule, bet
                                       ratio_interval, resolution, value_interval)
 from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
                                      warnings_for)
-from tcbench.core.results import AA, JobResult, SummaryRow, aa_label, backend_of, compile_cache_text
+from tcbench.core.results import (AA, JobResult, SummaryRow, aa_label, backend_of, compile_cache_text,
+                                  compile_phases_text)
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.process import Observer, run
 from tcbench.runner.session import ComparisonSession, comparison_session
@@ -106,7 +107,7 @@ class Comparison:
             cache=",".join(sorted({r.cache_state for r in oks if r.cache_state})),
             **{name: median_of([getattr(r, name) for r in oks])
                for name in ("compile_dynamo_s", "compile_aot_s", "compile_backend_s")},
-            compile_cache=compile_cache_text(oks),
+            compile_phases=compile_phases_text(oks), compile_cache=compile_cache_text(oks),
             peak_mem_mb=median_of([r.peak_mem_bytes / 2**20 for r in oks if r.peak_mem_bytes is not None]),
             mfu=None if mfus else median_of([r.mfu for r in oks]), mfu_note=mfus[0].mfu_note if mfus else "",
             noisy=any(r.noisy for r in jobs), noise=noise, final_loss=median_of([r.final_loss for r in oks]),

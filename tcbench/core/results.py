@@ -117,6 +117,22 @@ class JobFigures(CompilePhases):
 FIGURE_NAMES = tuple(f.name for f in dataclasses.fields(JobFigures))
 
 
+PHASE_WORDS = (("Dynamo", "compile_dynamo_s"), ("AOTAutograd", "compile_aot_s"), ("backend", "compile_backend_s"))
+
+
+def compile_phases_text(jobs: "list[JobResult]") -> str:
+    """Each compile phase over ``jobs`` (their rounds), its median and, with two rounds or more, its range: "Dynamo
+    2.1 s (2.0–2.3) · AOTAutograd 1.3 s (1.3–1.4) · backend 0.0 s (0.0–0.0)"; "" when no job reported them."""
+    parts = []
+    for word, name in PHASE_WORDS:
+        values = sorted(v for r in jobs if (v := getattr(r, name)) is not None)
+        if values:
+            mid = (values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2
+            spread = f" ({values[0]:.1f}–{values[-1]:.1f})" if len(values) > 1 else ""
+            parts.append(f"{word} {mid:.1f} s{spread}")
+    return " · ".join(parts)
+
+
 def compile_cache_text(jobs: "list[JobResult]") -> str:
     """What was compiled and each compile phase's cache state over ``jobs`` (their rounds), in words: "compiled
     transformer.h: 2 × GPT2Block · Dynamo traced · AOTAutograd 0 of 2 graphs from its cache · Inductor 4 of 4 graphs
@@ -249,6 +265,7 @@ class SummaryRow:
     compile_dynamo_s: float | None     # CompilePhases, median over the rounds
     compile_aot_s: float | None
     compile_backend_s: float | None
+    compile_phases: str                # the phases' medians and ranges over the rounds, in words
     compile_cache: str                 # each phase's cache state in words (``compile_cache_text``)
     peak_mem_mb: float | None
     mfu: float | None

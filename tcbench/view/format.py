@@ -279,11 +279,10 @@ def _memory_html(row: Mapping[str, Any], name: str) -> str:
 
 
 def compile_phases_text(row: Mapping[str, Any]) -> str:
-    """``Dynamo 1.2 s · AOTAutograd 0.8 s · backend 2.1 s``: the compile phases a compiled job reported; "–" without."""
-    parts = [(label, row.get(name)) for label, name in (("Dynamo", "compile_dynamo_s"), ("AOTAutograd", "compile_aot_s"),
-                                                        ("backend", "compile_backend_s"))]
-    shown = [f"{label} {fmt_number(v, 1)} s" for label, v in parts if not is_missing(v)]
-    return " · ".join(shown) or MISSING
+    """``Dynamo 2.1 s (2.0–2.3) · AOTAutograd 1.3 s (1.3–1.4) · backend 0.0 s (0.0–0.0)``: the summary's compile
+    phases, median and range over the rounds; "–" for a job that compiled nothing."""
+    text = row.get("compile_phases")
+    return MISSING if is_missing(text) or not text else str(text)
 
 
 def _phases_html(row: Mapping[str, Any], name: str) -> str:
@@ -391,7 +390,7 @@ _SUMMARY = (
     Column("cache", "compile cache", short="cache", cli=_TEXT, report=value(html_text)),
     Column("compile_dynamo_s", "compile latency in phases, and each phase's cache", short="phases",
            cli=lambda row, name: compile_phases_text(row), report=_phases_html,
-           shows=("compile_aot_s", "compile_backend_s", "compile_cache"), figure="compile_dynamo_s"),
+           shows=("compile_aot_s", "compile_backend_s", "compile_phases", "compile_cache"), figure="compile_dynamo_s"),
     Column("extra_warmup_s", "warmup added by compiling", "s", report=value(lambda v: fmt_number(v, 1))),
     Column("break_even_steps", "break-even steps", short="break-even", cli=_break_even, report=_break_even,
            shows=("break_even_low", "break_even_high")),

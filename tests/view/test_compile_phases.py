@@ -42,7 +42,7 @@ def test_the_summary_has_each_phase_median_and_its_cache_in_words():
     assert s.compile_cache["inductor"] == ("Dynamo traced · AOTAutograd 3 of 6 graphs from its cache · "
                                            "Inductor 6 of 12 graphs from the FX graph cache")
     assert s.compile_cache["eager"] == "" and s.compile_dynamo_s.isna()["eager"]
-    assert fmt.compile_phases_text(s.loc["inductor"].to_dict()) == "Dynamo 0.5 s · AOTAutograd 0.6 s · backend 1.0 s"
+    assert fmt.compile_phases_text(s.loc["inductor"].to_dict()) == "Dynamo 0.5 s (0.4–0.6) · AOTAutograd 0.6 s (0.6–0.6) · backend 1.0 s (1.0–1.0)"
     assert fmt.compile_phases_text(s.loc["eager"].to_dict()) == "–"
 
 
@@ -69,7 +69,7 @@ def test_the_report_draws_the_phases_only_when_a_job_reported_them():
     plain = Comparison(spec=SPEC, backends=["eager", "inductor"], rounds=1,
                        results=[_job("eager", 0, None), _job("inductor", 0, None)])
     assert "Compile latency in phases" not in _report.comparison_html(plain, plotlyjs="cdn")
-    assert "Dynamo 0.5 s · AOTAutograd 0.6 s · backend 1.0 s" in tc.report.summary_table_html(_cmp().summary())
+    assert "Dynamo 0.5 s (0.4–0.6) · AOTAutograd 0.6 s (0.6–0.6) · backend 1.0 s (1.0–1.0)" in tc.report.summary_table_html(_cmp().summary())
 
 
 def test_the_phases_are_run_figures_kept_by_the_store(tmp_path):
@@ -90,6 +90,14 @@ def test_the_terminal_says_where_each_compile_went(capsys):
 
     print_comparison(_cmp(hits=1))
     out = capsys.readouterr().out
-    assert ("    compile: Dynamo 0.5 s · AOTAutograd 0.6 s · backend 1.0 s (Dynamo traced · AOTAutograd 3 of 6 graphs "
+    assert ("    compile: Dynamo 0.5 s (0.4–0.6) · AOTAutograd 0.6 s (0.6–0.6) · backend 1.0 s (1.0–1.0) (Dynamo traced · AOTAutograd 3 of 6 graphs "
             "from its cache · Inductor 6 of 12 graphs from the FX graph cache)") in out
     assert out.count("compile: ") == 1   # the baseline compiled nothing
+
+
+def test_one_round_shows_its_phases_without_a_range():
+    from tcbench.core.results import compile_phases_text
+
+    one = _cmp().by_backend("inductor")[:1]
+    assert compile_phases_text(one) == "Dynamo 0.4 s · AOTAutograd 0.6 s · backend 1.0 s"
+    assert compile_phases_text([_job("eager", 0, None)]) == ""
