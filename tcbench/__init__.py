@@ -16,7 +16,7 @@ import pandas as pd
 from tcbench.view import plots
 from tcbench.view import report
 from tcbench.core.catalog import MODELS, SIZES, models_table
-from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor, compare,
+from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor, compare, compare_configs,
                                 compare_script, latest_noise_floor, load_comparison, noise_floor)
 from tcbench.core.cost import cost, cost_table, savings_pct
 from tcbench.job.diagnostics import table as diagnostics
@@ -33,8 +33,9 @@ from tcbench.store.api import Store, StoreError, StoreMissing
 from tcbench.job.track import StopTraining, compile_for_backend, device, track
 from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
                        project_scaling, scaling)
-from tcbench.tuning import (LrPrediction, MaxBatchResult, NoiseScale, RetuneResult, TwoStageResult, find_max_batch, noise_scale,
-                     predict_lr, retune_lr, rule_lrs, two_stage)
+from tcbench.tuning import (CompileConfig, CompileSearch, LrPrediction, MaxBatchResult, NoiseScale, RetuneResult,
+                            TwoStageResult, find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, tune_compile,
+                            two_stage)
 from tcbench.tuning.dashboard import Dashboard, dashboard, start_dashboard
 
 __version__ = "0.1.0"
@@ -68,5 +69,5 @@ __all__ = [
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
     "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
-    "two_stage", "TwoStageResult", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
+    "two_stage", "TwoStageResult", "tune_compile", "CompileSearch", "CompileConfig", "compare_configs", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
 ]

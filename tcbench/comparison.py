@@ -13,7 +13,7 @@ import threading
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -62,6 +62,12 @@ class Comparison:
     stop_reason: str = ""
     between: dict[str, tuple[float, int]] = field(default_factory=dict)
     created: float | None = None   # when it started (seconds since the epoch)
+    # a label that is not a backend's: the spec its jobs run (``compare_configs``: compiled configurations)
+    variants: dict[str, JobSpec] = field(default_factory=dict)
+
+    def spec_for(self, label: str) -> JobSpec:
+        """The spec the jobs labelled ``label`` run: a variant's own, else the comparison's with its backend."""
+        return self.variants.get(label) or dataclasses.replace(self.spec, backend=backend_of(label))
 
     def by_backend(self, label: str) -> list[JobResult]:
         return [r for r in self.results if r.name == label]
@@ -157,7 +163,7 @@ class Comparison:
             text += f"; compiling pays off after {be_lo:,.0f}–{be_hi:,.0f} steps"
         elif kind == "slower":
             text += "; compiling never pays off here"
-        parity = [loss_parity(a.records, b.records, self.spec.precision, self.spec.dropout == 0.0)
+        parity = [loss_parity(a.records, b.records, self.spec_for(label).precision, self.spec.dropout == 0.0)
                   for a, b in complete]
         verdicts = [p for p, _, _ in parity if p is not None]
         failed = [note for p, _, note in parity if p is False]
@@ -335,6 +341,33 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
     return cmp
 
 
+def compare_configs(native: JobSpec, variants: Mapping[str, JobSpec], rounds: int | None = None,
+                    observer: Observer | None = None, stop: threading.Event | None = None, store: Store | None = None,
+                    kind: str = "compare", resolve: float | None = None, budget_s: float | None = None,
+                    max_rounds: int = MAX_ROUNDS) -> Comparison:
+    """``compare`` for jobs that differ in more than their backend: ``native`` against each labelled spec of
+    ``variants`` (``{"inductor: default": spec_a, "inductor: bf16": spec_b}``), in the same alternating rounds, with
+    the same rule, intervals and verdicts; each variant's jobs are stored under its label."""
+    if not isinstance(native, JobSpec) or not variants or not all(isinstance(v, JobSpec) for v in variants.values()):
+        raise TypeError("compare_configs takes a JobSpec and a non-empty mapping of labels to JobSpecs")
+    rule = rounds_rule(rounds, resolve, budget_s, max_rounds)
+    rounds = rule.pilot if rule is not None else rounds
+    _check(native, [], rounds)
+    spec = preflight(native)
+    taken = {spec.backend, *BACKENDS}
+    for label in variants:
+        if not isinstance(label, str) or not label.strip() or label in taken or label.endswith(AA) or "," in label:
+            raise ValueError(f"variants has the label {label!r}; allowed: a non-empty name other than a backend's, "
+                             "without commas or ' (A/A)'")
+    cmp = Comparison(spec=spec, backends=[spec.backend, *variants], rounds=rounds, kind=kind, rule=rule,
+                     variants={label: preflight(v) for label, v in variants.items()})
+    store = store or Store()
+    cmp.between = earlier_spreads(store, cmp)
+    with _session(cmp, store, stop) as session:
+        _play(cmp, session, observer, store)
+    return cmp
+
+
 def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
                     limit: int = 20) -> dict[str, tuple[float, int]]:
     """Per compared label: (τ, k), the spread of its speedup between the ``limit`` newest earlier comparisons of the
@@ -401,9 +434,8 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
         for label in (labels if rnd % 2 == 0 else labels[::-1]):
             if session.stopped:
                 break
-            job_spec = dataclasses.replace(cmp.spec, backend=backend_of(label))
-            cmp.results.append(run(job_spec, observer, session.stop, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
-                                   label=label if label.endswith(AA) else ""))
+            cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
+                                   f"{label}#{rnd}", label=label if label.endswith(AA) or label in cmp.variants else ""))
         rnd += 1
         if cmp.rule is not None:
             cmp.rounds = session.rounds = rnd
@@ -475,6 +507,7 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
                      created=None if row.get("created") is None else float(row["created"]))
     for _, r in store.comparison_runs(comparison_id).iterrows():
         cmp.results.append(result_from_row(r.to_dict(), store))
+    cmp.variants = {r.label: r.spec for r in cmp.results if r.label and not r.label.endswith(AA)}
     return cmp
 
 

@@ -29,7 +29,7 @@ MODEL, TRAINING, COMPILER, MEASUREMENT, PARALLEL, OUTPUT = ("model", "training",
 GROUPS: dict[str, tuple[str, ...]] = {
     MODEL: ("model", "size", "dataset", "padding", "dropout"),
     TRAINING: ("batch_size", "seq_len", "steps", "warmup_steps", "lr", "seed", "precision", "loss_every"),
-    COMPILER: ("compile_mode", "compile_scope", "cache", "debug"),
+    COMPILER: ("compile_mode", "compile_scope", "compile_optimizer", "cpp_wrapper", "cache", "debug"),
     MEASUREMENT: ("threads", "profile", "stall_s", "timeout_s"),
     PARALLEL: ("nproc", "nnodes", "node_rank", "rdzv_endpoint"),
 }
@@ -52,6 +52,10 @@ HELP = {
     "threads": "CPU threads per job (1 measures most steadily)",
     "compile_scope": "Inductor: model compiles the whole model; blocks compiles its repeated transformer block once "
                      "(regional compilation)",
+    "compile_optimizer": "Inductor: compile optimizer.step too; --no-compile-optimizer keeps the optimizer eager "
+                         "(fused AdamW), the model alone compiled",
+    "cpp_wrapper": "Inductor: C++ instead of Python around the generated kernels (longer compile, less per-step "
+                   "overhead)",
     "cache": "shared: reuse the compile cache; cold: compile from scratch each job; artifacts: a fresh cache with "
              "the stored compile artifacts of this job's key loaded first",
     "profile": "instance profile (tcbench profiles) whose memory budget applies",
@@ -132,8 +136,9 @@ def add_job_options(p: argparse.ArgumentParser, only: Sequence[str] | None = Non
         kind = hints[f.name]
         default = _default_text(f.name, f.default)
         text = (help or {}).get(f.name, HELP.get(f.name, "")) + (f" ({default})" if default else "")
-        if kind is bool:
-            g.add_argument(flag(f.name), action="store_true", help=text)
+        if kind is bool:   # a default of True is turned off with --no-<flag>
+            g.add_argument(flag(f.name), action=argparse.BooleanOptionalAction if f.default else "store_true",
+                           default=f.default, help=text)
             continue
         base = next((t for t in typing.get_args(kind) if t is not type(None)), kind)   # int | None -> int
         g.add_argument(flag(f.name), type=base, default=f.default, choices=CHOICES.get(f.name),

@@ -1,5 +1,5 @@
-"""CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr``, ``retune-lr``, ``tune-worker`` and
-``dashboard`` (added by ``cli.app.build_parser``)."""
+"""CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr``, ``retune-lr``, ``tune-worker``,
+``tune-compile`` and ``dashboard`` (added by ``cli.app.build_parser``)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def _progress(event: dict) -> None:
         print(f"[tcbench] trial {event['number']} lr={event['lr']:.3g}: {tail}{loss}", flush=True)
     elif event["type"] == "prediction":
         print(f"[tcbench] prediction: {event['text']}", flush=True)
+    elif event["type"] == "compile-trial" and event["status"] != "start":
+        print(f"[tcbench] trial {event['number']} {event['label']}: {event['status']}", flush=True)
 
 
 def _failed(exc: RuntimeError) -> int:
@@ -80,6 +82,53 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
         print(f"study {res.study_name!r} in {res.storage} (tcbench dashboard --storage '{res.storage}' opens it in "
               f"optuna-dashboard{hint})")
     return 0 if res.best_lr is not None else 1
+
+
+def cmd_tune_compile(a: argparse.Namespace) -> int:
+    import json
+
+    from tcbench.tuning.compile_search import tune_compile
+
+    res = tune_compile(job_spec(a, "eager"), budget_s=a.budget_s, n_trials=a.trials, space=dict(a.space or []) or None,
+                       storage=a.storage, study_name=a.study_name, sampler=a.sampler, pruner=a.pruner,
+                       seed=a.sampler_seed, confirm=not a.no_confirm, confirm_budget_s=a.confirm_budget_s,
+                       resolve=a.resolve, parity_rtol=a.parity_rtol, observer=None if a.json else _progress)
+    if a.json:
+        print(json.dumps(res.to_dict(), default=str, indent=1))
+        return 0 if res.best is not None else 1
+    columns = ["number", "label", "state", "median_step_ms", "step_iqr_ms", "compile_s", "parity", "reason"]
+    table = res.table()
+    print_table(table[columns] if a.trials_table else table[columns].head(8))
+    print(f"search: {res.stop_reason}")
+    for note in res.notes:
+        print(f"note: {note}")
+    print(res.answer())
+    if res.confirmation is not None:
+        print(f"confirmation: tcbench show {res.confirmation.comparison_id} (tcbench report {res.confirmation.comparison_id} "
+              "for its charts)")
+    if a.storage:
+        hint = "; put the password back in place of ***" if "***" in (res.storage or "") else ""
+        print(f"study {res.study_name!r} in {res.storage}: the same command resumes it (tcbench dashboard --storage "
+              f"'{res.storage}' opens it{hint})")
+    return 0 if res.best is not None else 1
+
+
+def space_choice(text: str) -> tuple[str, list]:
+    """An argparse ``type`` for ``--space FIELD=V1,V2``: (field, choices), booleans read from true/false."""
+    from tcbench.tuning.compile_search import FIELDS
+
+    name, sep, values = text.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or name not in FIELDS or not values.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: FIELD=V1,V2 with FIELD one of "
+                                         f"{', '.join(FIELDS)} (e.g. precision=fp32,bf16)")
+    choices: list = [v.strip() for v in values.split(",") if v.strip()]
+    if name in ("compile_optimizer", "cpp_wrapper"):
+        words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+        if any(c.lower() not in words for c in choices):
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed for {name}: true, false")
+        choices = [words[c.lower()] for c in choices]
+    return name, choices
 
 
 def _shared_storage(storage: str | None, what: str) -> None:
@@ -167,6 +216,7 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     _add_max_batch(sub)
     _add_retune_lr(sub)
     _add_lr_tools(sub)
+    _add_tune_compile(sub)
     _add_dashboard(sub)
 
 
@@ -221,6 +271,42 @@ def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--workers", type=whole_number, default=1,
                    help="worker processes on the study (more than 1 needs a PostgreSQL --storage)")
     p.set_defaults(func=cmd_retune_lr)
+
+
+def _add_tune_compile(sub: "argparse._SubParsersAction") -> None:
+    from tcbench.tuning.compile_search import PRUNERS, SAMPLERS
+
+    p = command(sub, "tune-compile", "search the fastest compiled configuration that keeps loss parity (Optuna)",
+                "tcbench tune-compile --model bert-base-cased --size small --dropout 0 --budget-s 600",
+                "Trials compile the job with Inductor's mode, scope (model or repeated blocks), a compiled or eager "
+                "optimizer, precision and cpp_wrapper, as far as the device supports them; the objective is the "
+                "median steady step, a configuration whose loss leaves the native job's is rejected; the fastest is "
+                "then confirmed against the default configuration and native in alternating rounds.")
+    add_job_options(p, leave_out=(*MULTI_NODE, "compile_mode", "compile_scope", "compile_optimizer", "cpp_wrapper"))
+    p.add_argument("--budget-s", type=float, default=600.0, help="wall-clock seconds for the whole search and its "
+                                                                  "confirmation")
+    p.add_argument("--trials", type=whole_number, default=None, help="at most this many configurations (default: "
+                                                                     "as many as the budget allows)")
+    p.add_argument("--space", type=space_choice, action="append", metavar="FIELD=V1,V2",
+                   help="search only these choices of a field (repeatable), e.g. --space precision=fp32 "
+                        "--space compile_mode=default,max-autotune-no-cudagraphs")
+    p.add_argument("--storage", default=None, help="'store' or a database URL: the study is kept and the same "
+                                                   "command resumes it (default: in memory)")
+    p.add_argument("--study-name", default=None, help="the study (default: named from the job and this host)")
+    p.add_argument("--sampler", default="tpe", choices=SAMPLERS, help="tpe (with the parity constraint), random, "
+                                                                      "or grid: every configuration once")
+    p.add_argument("--pruner", default="median", choices=PRUNERS, help="median: stop a trial slower than the "
+                                                                       "others' median after 5 steady steps")
+    p.add_argument("--sampler-seed", type=int, default=0, help="the sampler's seed")
+    p.add_argument("--no-confirm", action="store_true", help="skip the alternating rounds (no interval)")
+    p.add_argument("--confirm-budget-s", type=float, default=None, help="the confirmation's share of --budget-s "
+                                                                         "(default: a third)")
+    p.add_argument("--resolve", type=float, default=0.05, help="the confirmation's rounds stop at this half-width")
+    p.add_argument("--parity-rtol", type=float, default=None, help="relative tolerance of the first losses with "
+                                                                   "--dropout 0 (default: per precision)")
+    p.add_argument("--trials-table", action="store_true", help="print every trial (default: the 8 fastest)")
+    p.add_argument("--json", action="store_true", help="the whole result as JSON")
+    p.set_defaults(func=cmd_tune_compile)
 
 
 def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:

@@ -144,6 +144,10 @@ class JobSpec:
     the repeated transformer block instead (regional compilation: each block of the model's largest
     ``nn.ModuleList`` of one class is compiled, and identical blocks share one compiled graph), leaving the rest of
     the model eager; the blocks found are named in the result (``JobResult.compiled_regions``).
+    compile_optimizer (Inductor): True compiles ``optimizer.step`` (AdamW, foreach) beside the model; False leaves
+    the optimizer eager with its fused kernel (``AdamW(fused=True)``), the model alone compiled.
+    cpp_wrapper (Inductor): True has Inductor generate C++ instead of Python around its kernels
+    (``torch._inductor.config.cpp_wrapper``): less Python per step, a longer compile.
     cache: ``"shared"`` (the compile caches of ``$TCBENCH_HOME``, kept between jobs; a compiled job also keeps its
     compile artifacts there, ``tcbench.job.artifacts``), ``"cold"`` (a fresh, empty compile cache: an honest cold
     compile) or ``"artifacts"`` (a fresh compile cache into which the artifacts stored for the job's key are loaded
@@ -188,6 +192,8 @@ class JobSpec:
     dataset: str = "builtin"
     compile_mode: str = "default"
     compile_scope: str = "model"
+    compile_optimizer: bool = True
+    cpp_wrapper: bool = False
     loss_every: int = 1
     dropout: float | None = None
     threads: int | None = 1
@@ -224,8 +230,9 @@ class JobSpec:
             raise SpecError("size", self.size, "a non-empty word (the factory's size argument)")
         if not isinstance(self.dataset, str) or not self.dataset.strip():
             raise SpecError("dataset", self.dataset, DATASET_ALLOWED)
-        if not isinstance(self.debug, bool):
-            raise SpecError("debug", self.debug, "True or False")
+        for name in ("debug", "compile_optimizer", "cpp_wrapper"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(name, getattr(self, name), "True or False")
         self._set("profile", check_profile(self.profile))
         for name in ("batch_size", "seq_len", "steps", "loss_every"):
             self._number(name, 1, whole=True)

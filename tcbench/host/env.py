@@ -72,6 +72,19 @@ def static_env() -> dict[str, Any]:
     return env
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``: ``avx512_bf16``, ``amx_bf16``, ...); empty where unreadable."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def load_now() -> dict[str, Any]:
     """The load average (1, 5, 15 min) and the runnable / total processes right now (/proc/loadavg)."""
     try:

@@ -40,6 +40,7 @@ def key_fields(spec: JobSpec, device: Any) -> dict[str, Any]:
             target = platform.processor() or platform.machine()
     return {"torch": torch.__version__, "python": sys.version.split()[0], "device": device.type, "target": target,
             "backend": spec.backend, "compile_mode": spec.compile_mode, "compile_scope": spec.compile_scope,
+            "compile_optimizer": spec.compile_optimizer, "cpp_wrapper": spec.cpp_wrapper,
             "precision": spec.precision, "model": spec.model, "size": spec.size, "dataset": spec.dataset,
             "padding": spec.padding, "batch_size": spec.batch_size, "seq_len": spec.seq_len, "dropout": spec.dropout,
             "nproc": spec.nproc}

@@ -118,7 +118,8 @@ def gpu_env() -> dict:
 
     if not torch.cuda.is_available():
         return {}
-    env = {"gpu": torch.cuda.get_device_name(0), "gpu_count": torch.cuda.device_count(), "cuda": torch.version.cuda}
+    env = {"gpu": torch.cuda.get_device_name(0), "gpu_count": torch.cuda.device_count(), "cuda": torch.version.cuda,
+           "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0)))}
     try:
         import subprocess
 
@@ -136,9 +137,10 @@ def announce(chan: Channel, spec: JobSpec) -> None:
         chan.send(Log(line="[tcbench] native PyTorch (eager), no compiler configured"))
         return
     chan.send(Compiler(backend=spec.backend, mode=spec.compile_mode, precision=spec.precision, debug=spec.debug,
-                       scope=spec.compile_scope))
+                       scope=spec.compile_scope, optimizer=spec.compile_optimizer, cpp_wrapper=spec.cpp_wrapper))
     chan.send(Log(line=f"[tcbench] Found configuration for compiler {spec.backend}. Configuring tcbench "
                        f"{spec.backend} backend (mode={spec.compile_mode}, scope={spec.compile_scope}, "
+                       f"compile_optimizer={spec.compile_optimizer}, cpp_wrapper={spec.cpp_wrapper}, "
                        f"precision={spec.precision}) ..."))
     if spec.debug:
         chan.send(Log(line=f"[tcbench] {spec.backend} compiler set to debug mode: its report is kept in the run's "

@@ -59,6 +59,8 @@ class Compiler:
     precision: str
     debug: bool
     scope: str = "model"   # JobSpec.compile_scope
+    optimizer: bool = True   # JobSpec.compile_optimizer
+    cpp_wrapper: bool = False
 
 
 @dataclass(frozen=True)

@@ -239,12 +239,13 @@ def learned(records: Sequence[StepRecord]) -> tuple[bool, float, float, int]:
 
 
 def loss_parity(native: Sequence[StepRecord], compiled: Sequence[StepRecord], precision: str = "fp32",
-                dropout_off: bool = False) -> tuple[bool | None, float | None, str]:
+                dropout_off: bool = False, early_rtol: float | None = None) -> tuple[bool | None, float | None, str]:
     """(parity, |difference of the last windows|, note). None ("not judged") when the native loss did not fall.
 
     Same seed and data order: a compiled job must learn as the native one does (its last window within
     max(3 noise units, 20 % of the native drop)); with dropout off its first losses must also agree
-    within a per-precision relative tolerance (no random masks, so only kernel rounding differs).
+    within a per-precision relative tolerance (no random masks, so only kernel rounding differs), or
+    ``early_rtol`` when given.
     """
     nat, com = _finite_losses(native), _finite_losses(compiled)
     if not nat or not com:
@@ -261,7 +262,7 @@ def loss_parity(native: Sequence[StepRecord], compiled: Sequence[StepRecord], pr
         return False, diff, (f"the compiled loss ends {diff:.3f} away from native's (tolerance {tol:.3f}: "
                              f"native fell {drop:.3f})")
     if dropout_off:
-        rtol = EARLY_RTOL.get(precision, EARLY_RTOL["fp32"])
+        rtol = early_rtol if early_rtol is not None else EARLY_RTOL.get(precision, EARLY_RTOL["fp32"])
         early_c = dict(com)
         for step, v in nat[:EARLY_STEPS]:
             if step in early_c and abs(early_c[step] - v) > rtol * max(abs(v), 1e-8):

@@ -162,7 +162,7 @@ def make_pruner(pruner: Any, steps: int, n_trials: int, storage: Any):
 
 
 # -- the objective: one job per trial ---------------------------------------------------------------------
-class _Either:
+class Either:
     """A stop flag that is set when the trial's own event or the user's event is."""
 
     def __init__(self, own: threading.Event, user: threading.Event | None) -> None:
@@ -221,7 +221,7 @@ def objective(spec: JobSpec, ctx: StudyContext) -> Callable:
         own = threading.Event()
         observe, pruned = _watch(trial, ctx, own)
         try:
-            res = run(job, observe, _Either(own, ctx.stop), ctx.store, ctx.comparison_id, trial.number,
+            res = run(job, observe, Either(own, ctx.stop), ctx.store, ctx.comparison_id, trial.number,
                       f"trial#{trial.number}")
         except KeyboardInterrupt:
             _interrupted(trial, lr, "interrupted by KeyboardInterrupt")

@@ -186,7 +186,8 @@ def test_the_runner_applies_each_message_to_the_result():
     assert [r.step for r in res.records] == [3, 4] and pending == res.records
     assert res.extra == {
         "phase": "measuring",
-        "compiler": {"backend": "inductor", "mode": "default", "precision": "fp32", "debug": False, "scope": "model"},
+        "compiler": {"backend": "inductor", "mode": "default", "precision": "fp32", "debug": False, "scope": "model",
+                     "optimizer": True, "cpp_wrapper": False},
         "world_size": 2, "dist_backend": "gloo",
         "n_params": None, "flops_per_step": None, "tokenizer": "gpt2 (shipped)",
         "allreduce_steps": [[4, 400, 0.01, 2]],
@@ -205,7 +206,7 @@ def test_the_runner_applies_each_message_to_the_result():
         {"type": "log", **base, "line": EXAMPLES[0].line},
         {"type": "phase", **base, "phase": "measuring"},
         {"type": "compiler", **base, "backend": "inductor", "mode": "default", "precision": "fp32", "debug": False,
-         "scope": "model"},
+         "scope": "model", "optimizer": True, "cpp_wrapper": False},
         {"type": "step", **base, "record": res.records[0]},
         {"type": "step", **base, "record": res.records[1]},
     ]

@@ -1,4 +1,6 @@
-"""torch.compile with the Inductor compiler: the model (forward + backward) and the optimizer step.
+"""torch.compile with the Inductor compiler: the model (forward + backward) and the optimizer step
+(``compile_optimizer``), the whole model or its repeated block (``compile_scope``), Python or C++ around the
+kernels (``cpp_wrapper``).
 
 Compiling ``optimizer.step`` separately is worth a lot on CPU (DESIGN.md: 301 -> 229 ms on a small
 BERT); the backward runs the AOT-compiled graph dynamo captured with the forward. Everything else
@@ -18,7 +20,7 @@ from typing import Any
 from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec
 from tcbench.job import artifacts
-from tcbench.job.backends.base import data_parallel
+from tcbench.job.backends.base import adamw, data_parallel
 from tcbench.job.backends.eager import EagerBackend
 
 
@@ -45,7 +47,8 @@ class InductorBackend(EagerBackend):
         import torch
 
         self.model, self.comm = data_parallel(model.to(self.device).train(), self.device, spec.precision)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=spec.lr, foreach=True)
+        # compiled: foreach AdamW, which Inductor fuses into its own kernels; eager: the fused kernel
+        self.opt = adamw(self.model.parameters(), spec, self.device.type, fused=not spec.compile_optimizer)
         self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
         if self.artifacts:
             self.artifact_fields = artifacts.key_fields(spec, self.device)
@@ -53,6 +56,10 @@ class InductorBackend(EagerBackend):
                 self.artifact_state = artifacts.load(self.artifacts, self.artifact_fields)
                 print(f"tcbench: compile artifacts {self.artifact_state}", flush=True)
         mode = None if spec.compile_mode == "default" else spec.compile_mode
+        if spec.cpp_wrapper:   # this job's process only: Inductor's config is per process
+            import torch._inductor.config as inductor_config
+
+            inductor_config.cpp_wrapper = True
         self.regions = None
         if spec.compile_scope == "blocks":   # regional compilation: the repeated block, one graph for all of them
             name, blocks = repeated_blocks(self.model)
@@ -63,7 +70,7 @@ class InductorBackend(EagerBackend):
             print(f"tcbench: compiling {self.regions} (compile_scope='blocks')", flush=True)
         else:
             self.forward = torch.compile(self.model, mode=mode)
-        self.opt_step = torch.compile(self.opt.step, mode=mode)
+        self.opt_step = torch.compile(self.opt.step, mode=mode) if spec.compile_optimizer else self.opt.step
 
     def step(self, batch: dict) -> Any:
         if not self.isa_checked:   # in the first step, as Inductor's own check: after the memory baseline
