@@ -28,7 +28,8 @@ from tcbench.measure.metrics import VERDICT_KINDS, break_even_steps
 from tcbench.core.results import JobFigures, JobResult, StepRecord
 from tcbench.runner.process import backend_status, run
 
-from tcbench.core.spec import BACKENDS, PADDINGS, PRECISIONS, JobSpec, SpecError
+from tcbench.core.spec import (BACKENDS, CACHE_MODES, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec,
+                                SpecError)
 from tcbench.store.api import Store, StoreError, StoreMissing
 from tcbench.job.track import StopTraining, compile_for_backend, device, track
 from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
@@ -69,5 +70,5 @@ __all__ = [
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
     "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
-    "two_stage", "TwoStageResult", "tune_compile", "CompileSearch", "CompileConfig", "compare_configs", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS",
+    "two_stage", "TwoStageResult", "tune_compile", "CompileSearch", "CompileConfig", "compare_configs", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS", "INDUCTOR_MODES", "COMPILE_SCOPES", "CACHE_MODES",
 ]

@@ -160,3 +160,16 @@ def test_the_gallery_script_writes_into_a_folder_it_creates(tmp_path):
     out = tmp_path / "new" / "gallery"
     assert gallery.main(["--fast", "--out", str(out), str(NOTEBOOKS / "02_lazy_tensors_and_mark_step.ipynb")]) == 0
     assert [p.name for p in out.glob("*.html")] == ["02_lazy_tensors_and_mark_step.html"]
+
+
+@pytest.mark.timeout(900)
+def test_07_compile_time(tmp_path, monkeypatch):
+    nb, took = execute("07_compile_time.ipynb", tmp_path, monkeypatch)
+    out = texts(nb)
+    assert "compile_dynamo_s" in out and "from artifacts" in out and "hit /" in out   # the phases and the caches
+    assert "artifact key:" in out and "artifacts: loaded" in out
+    assert "compiled regions: transformer.h: 2 × GPT2Block" in out
+    assert out.count("inductor · model:") == 1 and out.count("inductor · blocks:") == 1   # a line per scope
+    assert "inductor · default" in out and "search ended: n_trials=2" in out
+    figs = outputs(nb, PLOTLY)
+    assert sum({"Dynamo", "AOTAutograd", "Inductor"} <= trace_names(f) for f in figs) == 2

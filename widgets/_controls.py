@@ -13,6 +13,7 @@ a few steps, where the tiny BERT classifier stays near ln 2 — a run that shows
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import shlex
 import threading
@@ -28,7 +29,13 @@ _ERROR_STYLE = "color:#b00020;font-size:12px"
 _HINT_STYLE = "color:#555;font-size:12px"
 # under "More settings"; model, profile, batch size and the backends are always shown
 MORE = ("size", "seq_len", "steps", "warmup_steps", "lr", "resolve_pct", "budget_s", "rounds", "threads", "nproc",
-        "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args")
+        "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args",
+        "compile_mode", "compile_scope", "compile_optimizer", "cpp_wrapper", "cache")
+# the compiler settings (their choices: tc.INDUCTOR_MODES, tc.COMPILE_SCOPES, tc.CACHE_MODES)
+COMPILE_FIELDS = ("compile_mode", "compile_scope", "compile_optimizer", "cpp_wrapper", "cache")
+SPEC_DEFAULTS = {f.name: f.default for f in dataclasses.fields(tc.JobSpec)}
+COMPILE_HELP = ("how the inductor backend compiles (eager ignores them); the Compile search tab finds the fastest "
+                "that keeps loss parity")
 EAGER_TEXT = "eager (native PyTorch) — the baseline, always runs"
 DEFAULT_ROUNDS, DEFAULT_RESOLVE, DEFAULT_BUDGET_S = tc.DEFAULT_ROUNDS, tc.DEFAULT_RESOLVE, tc.DEFAULT_BUDGET_S
 THREADS_HELP = "1 thread per job keeps the measurement honest on a shared machine"
@@ -94,12 +101,21 @@ def backend_label(name: str, available: bool, reason: str) -> str:
     return f"{name} — {reason}" if reason else name
 
 
+def compile_text(values: dict[str, Any]) -> str:
+    """The compiler settings that differ from JobSpec's defaults, in words (``""`` when none does):
+    ``"inductor: max-autotune · blocks · eager optimizer · cpp_wrapper · cold cache"``."""
+    words = {"compile_mode": values["compile_mode"], "compile_scope": values["compile_scope"],
+             "compile_optimizer": "eager optimizer", "cpp_wrapper": "cpp_wrapper", "cache": f"{values['cache']} cache"}
+    parts = [words[name] for name in COMPILE_FIELDS if values[name] != SPEC_DEFAULTS[name]]
+    return "inductor: " + " · ".join(parts) if parts else ""
+
+
 class Controls:
     """Input widgets, their error labels, and the JobSpec they describe."""
 
     ROUND_FIELDS = ("resolve_pct", "budget_s", "rounds")
     FIELDS = ("model", "size", "profile", "batch_size", "seq_len", "steps", "warmup_steps", "lr", "threads", "nproc",
-              "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args")
+              "precision", "padding", "debug", "stall_s", "timeout_s", "script", "script_args", *COMPILE_FIELDS)
 
     def __init__(self, defaults: tc.JobSpec | None = None, on_change: Callable[[], None] | None = None):
         d = defaults or tc.JobSpec()   # the demo's job: tiny GPT-2 that learns within 40 steps, 1 thread
@@ -133,6 +149,19 @@ class Controls:
         self.script_args = w.Text(value=shlex.join(d.script_args), placeholder="its own arguments, e.g. --batch-size 8",
                                   continuous_update=False, layout=w.Layout(width="320px"))
         self.script_help = w.HTML(f"<span style='{_HINT_STYLE}'>when set, Run compares your script</span>")
+        self.compile_mode = w.Dropdown(options=list(tc.INDUCTOR_MODES), value=d.compile_mode, tooltip=COMPILE_HELP)
+        self.compile_scope = w.Dropdown(options=list(tc.COMPILE_SCOPES), value=d.compile_scope,
+                                        tooltip="model: the whole model (and optimizer.step); blocks: each repeated "
+                                                "transformer block, the rest eager")
+        self.compile_optimizer = w.Checkbox(value=d.compile_optimizer, indent=False,
+                                            tooltip="off: the optimizer stays eager with its fused kernel")
+        self.cpp_wrapper = w.Checkbox(value=d.cpp_wrapper, indent=False,
+                                      tooltip="C++ instead of Python around Inductor's kernels: less Python per step, "
+                                              "a longer compile")
+        self.cache = w.Dropdown(options=list(tc.CACHE_MODES), value=d.cache,
+                                tooltip="shared: the kept compile caches; cold: an empty one (an honest cold compile); "
+                                        "artifacts: an empty one with this job's stored artifacts loaded first")
+        self.compile_help = w.HTML(f"<span style='{_HINT_STYLE}'>{html.escape(COMPILE_HELP)}</span>")
         self.resolve_pct = w.FloatText(value=DEFAULT_RESOLVE * 100, continuous_update=False,
                                        tooltip="rounds are added until every speedup's 95 % interval is within ± this "
                                                "many per cent, or the time budget is spent; 0: a fixed number of rounds")
@@ -153,7 +182,7 @@ class Controls:
         self.more = w.ToggleButton(value=False, description="More settings", icon="chevron-right",
                                    tooltip="size preset, sequence length, steps, learning rate, rounds, threads, "
                                            "data-parallel processes, precision, padding, debug log, stall timeout, "
-                                           "total cap and your own script",
+                                           "total cap, your own script and the compiler settings",
                                    layout=w.Layout(width="auto"))
         self.more.add_class("tcb-more-settings")
         self.more_summary = w.HTML("")
@@ -181,6 +210,9 @@ class Controls:
             self._row("Precision", "precision"), self._row("Padding", "padding"), self._row("Debug log", "debug"),
             self._row("Stall timeout (s)", "stall_s"), self._row("Total cap (s, 0 = none)", "timeout_s"),
             self._row("Your script", "script", None, self.script_help), self._row("Its arguments", "script_args"),
+            self._row("Compile mode", "compile_mode", None, self.compile_help),
+            self._row("Compile scope", "compile_scope"), self._row("Compile optimizer.step", "compile_optimizer"),
+            self._row("C++ wrapper", "cpp_wrapper"), self._row("Compile cache", "cache"),
         ], layout=w.Layout(display="none", margin="0 0 0 12px"))
         self.more_box.add_class("tcb-more-settings-section")
         self.validate()
@@ -233,11 +265,16 @@ class Controls:
             + (f" · {nproc} processes (global batch {batch * nproc})" if many else "")
             + f" · {html.escape(str(self.precision.value))}"
             + (f" · your script {html.escape(self.script.value.strip())}" if self.script.value.strip() else "")
+            + (f" · {html.escape(compiled)}" if (compiled := compile_text(self.compile_values())) else "")
             + "</span>")
 
     # -- values ------------------------------------------------------------------------------
     def selected_backends(self) -> tuple[str, ...]:
         return tuple(n for n, cb in self.backends.items() if cb.value and not cb.disabled)
+
+    def compile_values(self) -> dict[str, Any]:
+        """The compiler settings the widgets describe (JobSpec's field names)."""
+        return {name: getattr(self, name).value for name in COMPILE_FIELDS}
 
     def values(self) -> dict[str, Any]:
         """The JobSpec keyword arguments the widgets describe."""

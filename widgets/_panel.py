@@ -6,7 +6,8 @@
 ``tcbench.Comparison`` (its ``summary()`` / ``steps()`` DataFrames are there for the notebook);
 ``panel.noise_floor`` the last ``tcbench.NoiseFloor`` measured with "Measure noise floor". The "Batch & LR" tab is
 ``panel.tuning``, the "Data parallel" tab (measured and projected scaling, the lr for the global batch)
-``panel.parallel``.
+``panel.parallel``, the "Compile search" tab (the fastest compiled configuration that keeps loss parity,
+``tc.tune_compile``) ``panel.compile``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import ipywidgets as w
 import tcbench as tc
 
 from ._background import Background
+from ._compile import CompileTab
 from ._controls import Controls, batch_text
 from ._history import History
 from ._live import JobProgress, LiveFigures
@@ -95,9 +97,11 @@ class Workbench:
         run_tab = w.VBox([self.controls.box(), w.HBox([self.run_button, self.stop_button]), self.status])
         self.tuning = TuningTab(self.controls)
         self.parallel = ParallelTab(self.controls)
+        self.compile = CompileTab(self.controls)
         self.history.on_scaling = self._show_stored_scaling
-        self.tabs = w.Tab(children=[run_tab, self.history.box, self.tuning.box, self.parallel.box])
-        for i, title in enumerate(("Run", "History", "Batch & LR", "Data parallel")):
+        # appended: the other tabs keep their indexes (History 1, Data parallel 3)
+        self.tabs = w.Tab(children=[run_tab, self.history.box, self.tuning.box, self.parallel.box, self.compile.box])
+        for i, title in enumerate(("Run", "History", "Batch & LR", "Data parallel", "Compile search")):
             self.tabs.set_title(i, title)
         self.tabs.add_class("tcb-tabs")
         self.tabs.observe(self._tab_changed, names="selected_index")

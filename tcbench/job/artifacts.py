@@ -39,7 +39,13 @@ def key_fields(spec: JobSpec, device: Any) -> dict[str, Any]:
         except (ImportError, AttributeError):   # a torch without the helper: the machine's name instead
             target = platform.processor() or platform.machine()
     return {"torch": torch.__version__, "python": sys.version.split()[0], "device": device.type, "target": target,
-            "backend": spec.backend, "compile_mode": spec.compile_mode, "compile_scope": spec.compile_scope,
+            **spec_fields(spec)}
+
+
+def spec_fields(spec: JobSpec) -> dict[str, Any]:
+    """The key's fields a JobSpec decides (the compiler's configuration, the model, the shapes); the rest are the
+    machine's. The runner finds a team's artifacts in the store by these (``tcbench.runner.artifacts``)."""
+    return {"backend": spec.backend, "compile_mode": spec.compile_mode, "compile_scope": spec.compile_scope,
             "compile_optimizer": spec.compile_optimizer, "cpp_wrapper": spec.cpp_wrapper,
             "precision": spec.precision, "model": spec.model, "size": spec.size, "dataset": spec.dataset,
             "padding": spec.padding, "batch_size": spec.batch_size, "seq_len": spec.seq_len, "dropout": spec.dropout,
@@ -94,15 +100,36 @@ def save(folder: str, fields: dict[str, Any]) -> str:
     if got is None or not got[0]:
         return "nothing compiled to save"
     data, info = got
+    write(folder, {"key": key, "fields": fields, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}, data)
+    return f"saved {key} ({_count(info)})"
+
+
+def write(folder: str, head: dict[str, Any], data: bytes) -> None:
+    """The file pair of one artifact (its header and its bytes), each replaced atomically."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    data_path, head_path = _paths(folder, key)
-    head = {"key": key, "fields": fields, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    data_path, head_path = _paths(folder, head["key"])
     for path, payload, mode in ((data_path, data, "wb"), (head_path, json.dumps(head, default=str), "w")):
         tmp = f"{path}.{os.getpid()}"
         with open(tmp, mode) as f:
             f.write(payload)
         os.replace(tmp, path)   # atomic: a reader sees the old file or the new one, never half of one
-    return f"saved {key} ({_count(info)})"
+
+
+def read(folder: str, key: str) -> tuple[dict[str, Any], bytes] | None:
+    """(header, bytes) of the artifact kept for ``key`` in ``folder``, when both files are there and agree with each
+    other (size and sha256); None otherwise."""
+    data_path, head_path = _paths(folder, key)
+    try:
+        with open(head_path, encoding="utf-8") as f:
+            head = json.load(f)
+        with open(data_path, "rb") as f:
+            data = f.read()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(head, dict) or head.get("key") != key or head.get("bytes") != len(data) \
+            or head.get("sha256") != hashlib.sha256(data).hexdigest():
+        return None
+    return head, data
 
 
 def _count(info: Any) -> str:

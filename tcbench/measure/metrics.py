@@ -240,7 +240,8 @@ def learned(records: Sequence[StepRecord]) -> tuple[bool, float, float, int]:
 
 def loss_parity(native: Sequence[StepRecord], compiled: Sequence[StepRecord], precision: str = "fp32",
                 dropout_off: bool = False, early_rtol: float | None = None) -> tuple[bool | None, float | None, str]:
-    """(parity, |difference of the last windows|, note). None ("not judged") when the native loss did not fall.
+    """(parity, |difference of the last windows|, note). None ("not judged") when the native loss did not fall and
+    the first losses agree (or dropout is on).
 
     Same seed and data order: a compiled job must learn as the native one does (its last window within
     max(3 noise units, 20 % of the native drop)); with dropout off its first losses must also agree
@@ -250,10 +251,13 @@ def loss_parity(native: Sequence[StepRecord], compiled: Sequence[StepRecord], pr
     nat, com = _finite_losses(native), _finite_losses(compiled)
     if not nat or not com:
         return None, None, "not judged: no logged losses"
+    early = _early_mismatch(nat, com, precision, early_rtol) if dropout_off else ""
     ok, drop, noise, w = learned(native)
     if not ok:
+        if early:
+            return False, None, early
         return None, None, (f"not judged: the native loss did not fall in {len(native)} steps "
-                            f"(raise steps or lr)")
+                            f"(raise steps or lr)" + ("; its first losses agree (dropout off)" if dropout_off else ""))
     n_last = statistics.fmean(v for _, v in nat[-w:])
     c_vals = [v for _, v in com[-w:]]
     diff = abs(statistics.fmean(c_vals) - n_last)
@@ -261,11 +265,19 @@ def loss_parity(native: Sequence[StepRecord], compiled: Sequence[StepRecord], pr
     if diff > tol:
         return False, diff, (f"the compiled loss ends {diff:.3f} away from native's (tolerance {tol:.3f}: "
                              f"native fell {drop:.3f})")
-    if dropout_off:
-        rtol = early_rtol if early_rtol is not None else EARLY_RTOL.get(precision, EARLY_RTOL["fp32"])
-        early_c = dict(com)
-        for step, v in nat[:EARLY_STEPS]:
-            if step in early_c and abs(early_c[step] - v) > rtol * max(abs(v), 1e-8):
-                return False, diff, (f"with dropout off the losses at step {step} differ: {v:.5f} vs "
-                                     f"{early_c[step]:.5f} (relative tolerance {rtol:g} for {precision})")
+    if early:
+        return False, diff, early
     return True, diff, f"within tolerance ({diff:.3f} ≤ {tol:.3f}; native fell {drop:.3f})"
+
+
+def _early_mismatch(nat: Sequence[tuple[int, float]], com: Sequence[tuple[int, float]], precision: str,
+                    early_rtol: float | None) -> str:
+    """With dropout off: the first logged losses must agree within a relative tolerance per precision (or
+    ``early_rtol``); why they do not ("" when they do)."""
+    rtol = early_rtol if early_rtol is not None else EARLY_RTOL.get(precision, EARLY_RTOL["fp32"])
+    early_c = dict(com)
+    for step, v in nat[:EARLY_STEPS]:
+        if step in early_c and abs(early_c[step] - v) > rtol * max(abs(v), 1e-8):
+            return (f"with dropout off the losses at step {step} differ: {v:.5f} vs {early_c[step]:.5f} "
+                    f"(relative tolerance {rtol:g} for {precision})")
+    return ""

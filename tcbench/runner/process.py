@@ -39,6 +39,7 @@ from tcbench.host.env import job_env as job_env_info
 from tcbench.host.env import load_now
 from tcbench.job.protocol import End, Log, Step, decode
 from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_reference
+from tcbench.runner import artifacts as team_artifacts
 from tcbench.runner.ending import conclude
 from tcbench.runner.inbox import Observer, handle
 from tcbench.runner.preflight import check as preflight
@@ -170,7 +171,7 @@ def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS=threads, PYTHONUNBUFFERED="1",
                TCBENCH_PARENT_PID=str(os.getpid()), TCBENCH_RUN_DIR=str(run_dir),
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TCBENCH_XLA_CACHE=str(cache / "xla"),
-               TCBENCH_ARTIFACTS=str(private_dir(home() / "compile-artifacts", tighten=True)),
+               TCBENCH_ARTIFACTS=team_artifacts.folder(),
                TOKENIZERS_PARALLELISM="false")
     if spec.backend == "xla":
         env.setdefault("PJRT_DEVICE", "CPU")
@@ -287,7 +288,11 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         elif why_not:
             result.status, result.error = "unavailable", why_not
         else:
+            shared = [team_artifacts.fetch(store, spec)] if spec.backend == "inductor" and spec.cache == "artifacts" else []
             _execute(spec, result, store, writer, notify, stop, run_dir, job)
+            shared.append(team_artifacts.keep(store, result))
+            if any(shared):
+                result.extra["store_artifacts"] = "; ".join(s for s in shared if s)
     except BaseException as exc:   # KeyboardInterrupt, an observer that raised, ...: the run is still recorded
         result.status = "interrupted"
         result.error = (f"the caller stopped waiting ({type(exc).__name__}: {exc}); "

@@ -41,7 +41,7 @@ from tcbench.store.base import Database, StoreError, StoreMissing, StoreUnreacha
 from tcbench.store.postgres import Postgres, mask
 from tcbench.store.sqlite import SQLite
 
-SCHEMA_VERSION = 4   # 4: the compile phases (core.results.CompilePhases) among a run's figures
+SCHEMA_VERSION = 5   # 4: the compile phases (core.results.CompilePhases) among a run's figures; 5: compile_artifacts
 HEARTBEAT_S = 30.0    # a running job's parent touches its row at least this often
 STALE_S = 600.0       # a running row without a heartbeat for this long is interrupted when the store is opened
 
@@ -72,8 +72,11 @@ TABLES: dict[str, list[tuple[str, str]]] = {
                     ("host", "TEXT"), ("heartbeat", "REAL")],
     "probes": [("name", "TEXT"), ("created", "REAL"), ("host", "TEXT"), ("value", "REAL"), ("info_json", "TEXT"),
                ("threads", "INTEGER"), ("dtype", "TEXT"), ("torch", "TEXT"), ("disturbed", "TEXT DEFAULT ''")],
+    # compile artifacts kept for a team (tcbench.job.artifacts: the key, the fields it is made of, torch's bytes)
+    "compile_artifacts": [("artifact_key", "TEXT"), ("created", "REAL"), ("host", "TEXT"), ("fields_json", "TEXT"),
+                          ("sha256", "TEXT"), ("bytes", "INTEGER"), ("data", "BLOB")],
 }
-_KEYS = {"steps": ", PRIMARY KEY (run_id, step)"}
+_KEYS = {"steps": ", PRIMARY KEY (run_id, step)", "compile_artifacts": ", PRIMARY KEY (artifact_key)"}
 
 
 def default_path() -> Path | str:
@@ -334,6 +337,35 @@ class Store:
             return
         self._insert("probes", dict(name=name, created=time.time(), host=host, value=value, threads=threads,
                                     dtype=dtype, torch=torch, disturbed=disturbed, info_json=json.dumps(info)), "")
+
+    def put_artifact(self, head: Mapping[str, Any], data: bytes) -> bool:
+        """Keep a compile artifact (its header as ``tcbench.job.artifacts`` writes it, and its bytes) for everyone
+        who opens this store; the first one kept for a key stays (a key's bytes are the same compiled code). Whether
+        it was new. A read-only store keeps nothing."""
+        if self.readonly or not self.query("SELECT artifact_key FROM compile_artifacts WHERE artifact_key = :k",
+                                           {"k": head["key"]}).empty:
+            return False
+        self._write("INSERT INTO compile_artifacts (artifact_key, created, host, fields_json, sha256, bytes, data) "
+                    "VALUES (:k, :created, :host, :fields, :sha, :n, :data) ON CONFLICT (artifact_key) DO NOTHING",
+                    {"k": head["key"], "created": time.time(), "host": socket.gethostname(),
+                     "fields": json.dumps(head["fields"], default=str, sort_keys=True), "sha": head["sha256"],
+                     "n": int(head["bytes"]), "data": bytes(data)})
+        return True
+
+    def artifacts_for(self, wanted: Mapping[str, Any]) -> list[tuple[dict, bytes]]:
+        """The compile artifacts whose fields include ``wanted`` (a job's own fields, without the machine's): (their
+        header, their bytes) each; which of them fits a machine is for its key to say."""
+        want = json.loads(json.dumps(dict(wanted), default=str))
+        heads = self.query("SELECT artifact_key, fields_json, sha256, bytes FROM compile_artifacts")
+        keys = [r.artifact_key for r in heads.itertuples()
+                if all(json.loads(r.fields_json).get(k) == v for k, v in want.items())]
+        out = []
+        for key in keys:
+            row = self.query("SELECT artifact_key, fields_json, sha256, bytes, data FROM compile_artifacts "
+                             "WHERE artifact_key = :k", {"k": key}).iloc[0]
+            out.append(({"key": row["artifact_key"], "fields": json.loads(row["fields_json"]), "bytes": int(row["bytes"]),
+                         "sha256": row["sha256"]}, bytes(row["data"])))
+        return out
 
     # -- reads --------------------------------------------------------------------------------
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> pd.DataFrame:

@@ -16,8 +16,10 @@ with its reasons:
    never the answer (Optuna's samplers read the same constraint: ``Trial.set_constraint``). **Pruning**: from the
    fifth steady step on, the running median step is reported; Optuna's median pruner stops a trial slower than the
    median of the others at that step. A configuration the sampler proposes again is not run again: the trial
-   takes the first one's value (``duplicate_of``). The search ends when the budget left for it would be passed by
-   another trial (the mean trial's length so far), when ``n_trials`` ran, or when every configuration was tried.
+   takes the first one's value (``duplicate_of``). A trial is stopped when it runs past what is left of the search's
+   budget (at least ``MIN_TRIAL_S``): a configuration that compiles for minutes (max-autotune) fails with that
+   reason. The search ends when the budget left for it would be passed by another trial (the mean trial's length so
+   far), when ``n_trials`` ran, or when every configuration was tried.
 3. **The confirmation**: the fastest configuration that kept parity against the default compiled one and the
    native job, in alternating rounds (``compare_configs``: the same intervals and verdicts as ``compare``), with the
    rest of the budget. A trial's median is one process; only these rounds give an interval.
@@ -45,7 +47,7 @@ import pandas as pd
 from tcbench.core.catalog import MODELS
 from tcbench.core.spec import INDUCTOR_MODES, JobSpec, SpecError, check_number
 from tcbench.measure.interval import ratio_interval
-from tcbench.measure.metrics import loss_parity, steady, verdict
+from tcbench.measure.metrics import learned, loss_parity, steady, verdict
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
@@ -56,6 +58,7 @@ FIELDS = ("compile_mode", "compile_scope", "compile_optimizer", "precision", "cp
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "none")
 PRUNE_AFTER = 5            # steady steps before a trial may be pruned (its running median is reported from here)
+MIN_TRIAL_S = 60.0         # a trial may run this long even when the search's budget is nearly spent
 DUPLICATE_STREAK = 8       # proposals in a row of configurations tried already: an untried one is enqueued instead
 TRIAL_COLUMNS = ["number", "label", *FIELDS, "state", "median_step_ms", "step_iqr_ms", "compile_s", "parity",
                  "loss_diff", "reason", "duplicate_of", "run_id"]
@@ -189,8 +192,9 @@ class CompileSearch:
         return self.confirmation.row(label)
 
     def table(self) -> pd.DataFrame:
-        """Every trial, the fastest first (completed and within parity, then the rest)."""
-        t = self.trials.copy()
+        """Every configuration tried, the fastest first (completed and within parity, then the rest); a trial that
+        only repeated an earlier configuration's measurement (``duplicate_of``) is left out (``trials`` has it)."""
+        t = self.trials[self.trials["duplicate_of"].isna()].copy()
         order = t["state"].map({"COMPLETE": 0}).fillna(1) + (t["parity"] == False).astype(int)  # noqa: E712
         return t.assign(_o=order).sort_values(["_o", "median_step_ms", "number"]).drop(columns="_o").reset_index(drop=True)
 
@@ -335,8 +339,10 @@ def _watch(trial: Any, spec: JobSpec, notify: Callable, own: threading.Event) ->
     return observe
 
 
-def _measure(trial: Any, config: CompileConfig, spec: JobSpec, native: Any, rtol: float | None, ctx: dict) -> str:
-    """Run the trial's job and tell Optuna how it went; returns the job's status."""
+def _measure(trial: Any, config: CompileConfig, spec: JobSpec, native: Any, rtol: float | None, ctx: dict,
+             timeout_s: float) -> str:
+    """Run the trial's job (stopped after ``timeout_s``: what is left of the search's budget) and tell Optuna how it
+    went; returns the job's status."""
     import optuna
     from optuna.trial import TrialState
 
@@ -345,7 +351,9 @@ def _measure(trial: Any, config: CompileConfig, spec: JobSpec, native: Any, rtol
     own = threading.Event()
     label = config.label()
     trial.set_user_attr("label", label)
-    res = run(config.apply(spec), _watch(trial, spec, ctx["notify"], own), Either(own, ctx["stop"]), ctx["store"],
+    job = config.apply(spec)
+    job = job.replace(timeout_s=min(job.timeout_s or math.inf, timeout_s))
+    res = run(job, _watch(trial, spec, ctx["notify"], own), Either(own, ctx["stop"]), ctx["store"],
               ctx["comparison_id"], trial.number, f"trial#{trial.number} {label}", label=label)
     trial.set_user_attr("run_id", res.run_id)
     if res.compile_latency_s is not None:
@@ -356,7 +364,7 @@ def _measure(trial: Any, config: CompileConfig, spec: JobSpec, native: Any, rtol
             trial.set_user_attr("median_step_ms", med * 1e3)
         ctx["study"].tell(trial, state=TrialState.PRUNED)
         return "pruned"
-    if res.status == "interrupted":
+    if res.status == "interrupted" and ctx["stop"] is not None and ctx["stop"].is_set():
         trial.set_user_attr("status", "interrupted")
         trial.set_user_attr("reason", "stopped by the user; it does not count and runs again on resume")
         ctx["study"].tell(trial, state=TrialState.FAIL)
@@ -441,7 +449,8 @@ def _search(study: Any, space: dict, default: CompileConfig, spec: JobSpec, nati
         streak = 0
         t0 = time.monotonic()
         ctx["notify"]({"type": "compile-trial", "number": trial.number, "label": config.label(), "status": "start"})
-        status = _measure(trial, config, spec, native, rtol, ctx)
+        left = max(budget_s - (time.monotonic() - started), MIN_TRIAL_S)   # no trial runs far past the budget
+        status = _measure(trial, config, spec, native, rtol, ctx, left)
         durations.append(time.monotonic() - t0)
         ctx["notify"]({"type": "compile-trial", "number": trial.number, "label": config.label(), "status": status})
         if status == "interrupted":
@@ -515,6 +524,11 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
         if not native.ok:
             raise RuntimeError(f"the native job ended {native.status}: {native.error.strip()[-300:]} "
                                "(tune_compile needs its losses for the parity check)")
+        notes = [] if learned(native.records)[0] else [
+            f"the native loss did not fall in {native_spec.steps} steps, so loss parity was judged "
+            + ("on the first losses only (dropout off)" if native_spec.dropout == 0.0 else
+               "nowhere (with dropout on, not even the first losses): pass dropout=0.0")
+            + "; raise steps or lr for the whole check"]
         full = narrow(search_space(native_spec, native.env), space)
         study = _open(native_spec, full, name, backend_storage, sampler, pruner, seed)
         default = CompileConfig.default(native_spec)
@@ -526,11 +540,14 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
         trials = pd.DataFrame(_trial_rows(study), columns=TRIAL_COLUMNS)
         result = CompileSearch(spec=native_spec, space=full, default=default, trials=trials, best=best_config(trials),
                                stop_reason=reason, study_name=name, storage=url,
-                               search_s=time.monotonic() - started, comparison_id=session.comparison_id)
+                               search_s=time.monotonic() - started, comparison_id=session.comparison_id,
+                               notes=notes)
         session.finish_info.update({"answer": result.answer(), "best_label": result.best_label,
                                     "stop_reason": reason, "trials": len(trials)})
     if confirm and result.best is not None and not session.stopped:
-        _confirm(result, confirm_s, resolve, notify, stop, store)
+        # its share, or what is left of the budget when the search ran long (the rounds stop after two at the earliest)
+        left = max(budget_s - (time.monotonic() - started), 1.0)
+        _confirm(result, min(confirm_s, left), resolve, notify, stop, store)
     return result
 
 

@@ -4,6 +4,8 @@ so they cannot add up to more than those steps took, and they are most of the co
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import tcbench as tc
@@ -69,6 +71,23 @@ def test_a_job_on_an_empty_cache_loads_the_artifacts_of_its_key_and_compiles_no_
     assert loaded.aot_cache_misses == 0 and loaded.fx_cache_misses == 0 and loaded.aot_cache_hits >= 1
     cmp = tc.Comparison(spec=SPEC, backends=["inductor"], results=[loaded], rounds=1)
     assert f"compile artifacts loaded {first.artifact_key}" in cmp.summary().compile_cache[0]
+
+
+def test_a_teammate_without_the_artifacts_gets_them_from_the_store(store):
+    """A compiled job keeps its artifacts in the store; on a machine that has none in its folder (removed here), a
+    cache="artifacts" job gets them from the store, loads them and compiles no new graph: counters, not timings."""
+    import dataclasses
+
+    from tcbench.runner import artifacts as team
+
+    first = tc.run(SPEC, store=store)
+    assert first.status == "ok" and first.artifact_key, first.error
+    assert store.artifacts_for({"model": SPEC.model, "batch_size": SPEC.batch_size})
+    for ext in (".bin", ".json"):   # this machine forgets them: the teammate's first job
+        (Path(team.folder()) / f"{first.artifact_key}{ext}").unlink()
+    loaded = tc.run(dataclasses.replace(SPEC, cache="artifacts"), store=store)
+    assert loaded.status == "ok" and "1 new to this machine" in loaded.extra["store_artifacts"], loaded.extra
+    assert loaded.artifact_state.startswith("loaded") and loaded.fx_cache_misses == 0 and loaded.aot_cache_misses == 0
 
 
 def test_blocks_scope_compiles_the_repeated_block_once_however_many_there_are(store):

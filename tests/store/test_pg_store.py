@@ -294,3 +294,21 @@ def test_a_study_kept_in_the_store_sits_beside_its_tables(location):
     assert shown.endswith(str(store.path).split("@")[-1])
     assert Store(location).runs()["run_id"].tolist() == [rid]
     assert len(optuna.load_study(study_name="s", storage=backend).trials) == 2
+
+
+def test_compile_artifacts_are_kept_once_per_key_and_found_by_their_fields(location):
+    """A team's compile artifacts: bytes and header in the store (BLOB / BYTEA), the first kept for a key stays, and a
+    job's own fields find them whatever the machine's fields say (the key decides later, in the job)."""
+    import hashlib
+
+    store = Store(location)
+    data = bytes(range(256)) * 40
+    head = {"key": "k1", "fields": {"torch": "2.9.0+cpu", "target": ["avx512"], "model": "gpt2", "batch_size": 8},
+            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    assert store.put_artifact(head, data) is True
+    assert store.put_artifact({**head, "sha256": "other"}, b"other") is False        # the first one stays
+    store.put_artifact({**head, "key": "k2", "fields": {**head["fields"], "batch_size": 16}}, data)
+    found = store.artifacts_for({"model": "gpt2", "batch_size": 8})
+    assert [(h["key"], h["sha256"], h["fields"]["target"], d) for h, d in found] == [("k1", head["sha256"], ["avx512"], data)]
+    assert store.artifacts_for({"model": "bert-base-cased"}) == []
+    assert Store(location, readonly=True).put_artifact({**head, "key": "k3"}, data) is False   # read-only keeps nothing

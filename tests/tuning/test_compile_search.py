@@ -187,6 +187,7 @@ def test_the_confirmation_gives_both_speedups_with_intervals(calls, store):
                        space={"compile_scope": ["model"], "compile_optimizer": [True]})
     cmp = res.confirmation
     assert cmp is not None and cmp.kind == "tune-compile-confirm"
+    assert cmp.rule.budget_s == 600   # its share of the budget, not all that the quick search left
     assert cmp.backends == ["eager", "inductor · default", res.best.label()]
     sp, lo, hi = res.vs_native
     assert lo <= sp <= hi and lo > 1                                     # 20 ms native vs < 10 ms compiled

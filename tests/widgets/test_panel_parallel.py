@@ -107,8 +107,7 @@ def test_measure_scaling_calls_tc_scaling_and_shows_table_words_and_plot(monkeyp
     monkeypatch.setattr(tc, "scaling", _fake_scaling(calls))
     panel = Workbench(**TINY)
     tab = panel.parallel
-    assert [panel.tabs.get_title(i) for i in range(len(panel.tabs.children))][-1] == "Data parallel"
-    assert tab.box is panel.tabs.children[-1]
+    assert panel.tabs.get_title(3) == "Data parallel" and tab.box is panel.tabs.children[3]
     tab.nprocs.value, tab.rounds.value = "1, 2", 2
     tab.measure().join(30)
     assert len(calls) == 1
