@@ -169,7 +169,7 @@ def test_07_compile_time(tmp_path, monkeypatch):
     assert "compile_dynamo_s" in out and "from artifacts" in out and "hit /" in out   # the phases and the caches
     assert "artifact key:" in out and "artifacts: loaded" in out
     assert "compiled regions: transformer.h: 2 × GPT2Block" in out
-    assert out.count("inductor · model:") == 1 and out.count("inductor · blocks:") == 1   # a line per scope
+    assert out.count("inductor · default:") == 1 and out.count("inductor · blocks:") == 1   # a line per scope
     assert "inductor · default" in out and "search ended: n_trials=2" in out
     figs = outputs(nb, PLOTLY)
     assert sum({"Dynamo", "AOTAutograd", "Inductor"} <= trace_names(f) for f in figs) == 2

@@ -51,7 +51,7 @@ HELP = {
     "dropout": "dropout probability; 0 for a tight loss-parity check",
     "threads": "CPU threads per job (1 measures most steadily)",
     "compile_scope": "Inductor: model compiles the whole model; blocks compiles its repeated transformer block once "
-                     "(regional compilation)",
+                     "(regional compilation); step compiles the whole training step",
     "compile_optimizer": "Inductor: compile optimizer.step too; --no-compile-optimizer keeps the optimizer eager "
                          "(fused AdamW), the model alone compiled",
     "cpp_wrapper": "Inductor: C++ instead of Python around the generated kernels (longer compile, less per-step "

@@ -26,7 +26,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 PADDINGS = ("max_length", "longest", "bucket")
 INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CACHE_MODES = ("shared", "cold", "artifacts")
-COMPILE_SCOPES = ("model", "blocks")
+COMPILE_SCOPES = ("model", "blocks", "step")
 
 
 class SpecError(ValueError):
@@ -143,9 +143,12 @@ class JobSpec:
     compile_scope (Inductor): ``"model"`` compiles the whole model (and ``optimizer.step``); ``"blocks"`` compiles
     the repeated transformer block instead (regional compilation: each block of the model's largest
     ``nn.ModuleList`` of one class is compiled, and identical blocks share one compiled graph), leaving the rest of
-    the model eager; the blocks found are named in the result (``JobResult.compiled_regions``).
+    the model eager; the blocks found are named in the result (``JobResult.compiled_regions``); ``"step"`` compiles
+    the whole training step as one function (forward, loss, backward and optimizer step: Dynamo runs the backward
+    where it breaks the graph and compiles the optimizer step that follows in the same call).
     compile_optimizer (Inductor): True compiles ``optimizer.step`` (AdamW, foreach) beside the model; False leaves
-    the optimizer eager with its fused kernel (``AdamW(fused=True)``), the model alone compiled.
+    the optimizer eager with its fused kernel (``AdamW(fused=True)``), the model alone compiled (with
+    ``compile_scope="step"``, the optimizer step runs eagerly inside the compiled step).
     cpp_wrapper (Inductor): True has Inductor generate C++ instead of Python around its kernels
     (``torch._inductor.config.cpp_wrapper``): less Python per step, a longer compile.
     cache: ``"shared"`` (the compile caches of ``$TCBENCH_HOME``, kept between jobs; a compiled job also keeps its

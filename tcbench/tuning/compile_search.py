@@ -7,7 +7,7 @@ with its reasons:
 1. **The native reference**: the job once in eager mode (its losses are what every configuration must match).
 2. **The search**: an Optuna study over the configuration space the device supports (``search_space``): Inductor's
    mode (default, max-autotune-no-cudagraphs; reduce-overhead and max-autotune on CUDA), the scope (the whole model,
-   or its repeated block), what is compiled beside the model (``optimizer.step``, or a fused eager optimizer),
+   its repeated block, or the whole training step), what is compiled beside the model (``optimizer.step``, or a fused eager optimizer),
    the precision (the job's own, and bf16 autocast where the CPU has AVX-512 BF16/AMX or the GPU is sm80+) and
    ``cpp_wrapper``. The default compiled configuration is the first trial. Each trial is one stored job; its
    value is its median steady step (ms). **Constraint**: loss parity with the native job (``loss_parity``: the
@@ -118,7 +118,7 @@ def search_space(spec: JobSpec, env: Mapping[str, Any]) -> dict[str, tuple]:
     modes = ("default", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune") if cuda else (
         "default", "max-autotune-no-cudagraphs")
     info = MODELS.get(spec.model) if spec.script is None else None
-    scopes = ("model", "blocks") if info is not None and info.family != "albert" else ("model",)
+    scopes = ("model", "blocks", "step") if info is not None and info.family != "albert" else ("model", "step")
     precisions = tuple(dict.fromkeys((spec.precision, *(("bf16",) if bf16_supported(env)[0] else ()))))
     return {"compile_mode": modes, "compile_scope": scopes, "compile_optimizer": (True, False),
             "precision": precisions, "cpp_wrapper": (False, True)}

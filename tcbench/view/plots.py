@@ -7,6 +7,7 @@ label ("eager", "inductor", "eager (A/A)"); an A/A twin has its backend's colour
 
 from __future__ import annotations
 
+import zlib
 from typing import Any, Iterable
 
 import pandas as pd
@@ -22,9 +23,18 @@ LAYOUT = dict(template="plotly_white", height=360, margin=dict(l=60, r=20, t=60,
 BUDGET_FAR = 4.0     # a memory budget more than 4x the tallest bar is written in the title, not drawn
 
 
+# a configuration's label (``compare_configs``: "inductor · bf16") takes one of these, the same in every figure
+VARIANT_COLORS = ("#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
+
+
 def color(label: str) -> str:
-    """The colour of a job label's backend (``"eager (A/A)"`` has eager's colour)."""
-    return COLORS.get(backend_of(label), "#AB63FA")
+    """The colour of a job label's backend (``"eager (A/A)"`` and ``"inductor · default"`` have their backend's); any
+    other configuration's label one of ``VARIANT_COLORS``, chosen by the label's own characters (stable between runs
+    and figures)."""
+    base = backend_of(label).removesuffix(" · default")   # a backend's default configuration: the backend's colour
+    if base in COLORS:
+        return COLORS[base]
+    return VARIANT_COLORS[zlib.crc32(label.encode()) % len(VARIANT_COLORS)]
 
 
 def _dash(label: str) -> str:

@@ -104,3 +104,17 @@ def test_blocks_scope_compiles_the_repeated_block_once_however_many_there_are(st
         assert r.compiled_regions == f"transformer.h: {blocks} × GPT2Block" and r.final_loss < 9
     assert jobs["tiny"].extra["counters"]["compiles"] == jobs["small"].extra["counters"]["compiles"] >= 1
     assert jobs["tiny"].extra["compiler"]["scope"] == "blocks"
+
+
+def test_step_scope_compiles_the_whole_step_and_learns_as_the_model_scope_does(store):
+    """compile_scope="step": one compiled call per training step (the backward where Dynamo breaks the graph, the
+    optimizer step compiled after it), named in the result; its losses are the model scope's (dropout off)."""
+    import dataclasses
+
+    spec = dataclasses.replace(SPEC, dropout=0.0)
+    step = tc.run(dataclasses.replace(spec, compile_scope="step"), store=store)
+    model = tc.run(spec, store=store)
+    assert step.status == "ok" and model.status == "ok", step.error
+    assert step.compiled_regions == "the training step (forward, loss, backward, optimizer step)"
+    assert step.fx_cache_hits + step.fx_cache_misses >= 3   # forward, backward and the optimizer step, at least
+    assert [round(a, 4) for _, a in step.losses()] == [round(b, 4) for _, b in model.losses()]

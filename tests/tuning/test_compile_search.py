@@ -17,7 +17,8 @@ SPEC = tc.JobSpec(dropout=0.0, steps=30, warmup_steps=3)
 
 # the fake's step time (ms) per choice, multiplied: bf16 and cpp_wrapper help, an eager optimizer and blocks cost
 FACTORS = {("precision", "bf16"): 0.7, ("cpp_wrapper", True): 0.9, ("compile_optimizer", False): 1.15,
-           ("compile_scope", "blocks"): 1.1, ("compile_mode", "max-autotune-no-cudagraphs"): 0.95}
+           ("compile_scope", "blocks"): 1.1, ("compile_scope", "step"): 1.02,
+           ("compile_mode", "max-autotune-no-cudagraphs"): 0.95}
 
 
 def _step_ms(spec) -> float:
@@ -79,21 +80,21 @@ def test_the_space_is_what_the_device_supports(monkeypatch):
     monkeypatch.setattr(tcbench.host.env, "cpu_flags", lambda: frozenset({"avx2"}))
     cpu = search_space(SPEC, {})
     assert cpu["compile_mode"] == ("default", "max-autotune-no-cudagraphs") and cpu["precision"] == ("fp32",)
-    assert cpu["compile_scope"] == ("model", "blocks") and size_of(cpu) == 2 * 2 * 2 * 1 * 2
+    assert cpu["compile_scope"] == ("model", "blocks", "step") and size_of(cpu) == 2 * 3 * 2 * 1 * 2
     monkeypatch.setattr(tcbench.host.env, "cpu_flags", lambda: frozenset({"amx_bf16"}))
     assert search_space(SPEC, {})["precision"] == ("fp32", "bf16")
     gpu = search_space(SPEC, {"gpu": "NVIDIA H100", "gpu_capability": "9.0"})
     assert "reduce-overhead" in gpu["compile_mode"] and gpu["precision"] == ("fp32", "bf16")
     assert search_space(SPEC, {"gpu": "Tesla V100", "gpu_capability": "7.0"})["precision"] == ("fp32",)
     albert = search_space(dataclasses.replace(SPEC, model="albert-base-v2"), {})
-    assert albert["compile_scope"] == ("model",)   # ALBERT shares one layer: no repeated block to compile
+    assert albert["compile_scope"] == ("model", "step")   # ALBERT shares one layer: no repeated block to compile
 
 
 @pytest.mark.parametrize("space, match", [
     ({"mode": ["default"]}, "space has the field 'mode'; allowed: 'compile_mode'"),
     ({"precision": "fp32"}, r"space\['precision'\]='fp32' is not allowed; it must be a non-empty list"),
     ({"precision": []}, "non-empty list"),
-    ({"compile_scope": ["layers"]}, r"space\['compile_scope'\] contains 'layers'; allowed: 'model', 'blocks'"),
+    ({"compile_scope": ["layers"]}, r"space\['compile_scope'\] contains 'layers'; allowed: 'model', 'blocks', 'step'"),
     ({"cpp_wrapper": ["yes"]}, r"space\['cpp_wrapper'\] contains 'yes'; allowed: False, True"),
 ])
 def test_a_bad_space_is_refused_naming_it(space, match):
@@ -125,7 +126,7 @@ def test_every_configuration_once_the_fastest_within_parity_wins(calls, store):
     res = tune_compile(SPEC, budget_s=3600, sampler="grid", pruner="none", confirm=False, store=store)
     assert res.stop_reason == f"every configuration of the space ({size_of(res.space)}) was tried"
     ran = [(s, label) for s, label in calls if s.backend == "inductor"]
-    assert len(ran) == size_of(res.space) == 32 and len({label for _, label in ran}) == 32   # none twice
+    assert len(ran) == size_of(res.space) == 48 and len({label for _, label in ran}) == 48   # none twice
     assert calls[0][0].backend == "eager"                              # the native reference first
     assert ran[0][1] == "inductor · default"                           # then the default configuration
     assert res.best == CompileConfig("max-autotune-no-cudagraphs", "model", True, "bf16", True)

@@ -101,3 +101,12 @@ def test_one_round_shows_its_phases_without_a_range():
     one = _cmp().by_backend("inductor")[:1]
     assert compile_phases_text(one) == "Dynamo 0.4 s · AOTAutograd 0.6 s · backend 1.0 s"
     assert compile_phases_text([_job("eager", 0, None)]) == ""
+
+
+def test_a_configurations_label_has_a_colour_of_its_own():
+    """compare_configs' labels: the default configuration keeps its backend's colour, another one is never it."""
+    from tcbench.view.plots import COLORS, VARIANT_COLORS, color
+
+    assert color("inductor · default") == COLORS["inductor"] and color("eager (A/A)") == COLORS["eager"]
+    other = color("inductor · max-autotune-no-cudagraphs · eager optimizer · bf16")
+    assert other in VARIANT_COLORS and other == color("inductor · max-autotune-no-cudagraphs · eager optimizer · bf16")

@@ -60,7 +60,15 @@ class InductorBackend(EagerBackend):
             import torch._inductor.config as inductor_config
 
             inductor_config.cpp_wrapper = True
-        self.regions = None
+        self.regions, self.whole_step = None, None
+        if spec.compile_scope == "step":   # one compiled call per step: forward, loss, backward, optimizer step
+            self.forward = self.model
+            self.opt_step = self.opt.step if spec.compile_optimizer else torch.compiler.disable(self.opt.step)
+            self.whole_step = torch.compile(super().step, mode=mode)
+            self.regions = "the training step (forward, loss, backward" + (
+                ", optimizer step)" if spec.compile_optimizer else "; the optimizer step eager)")
+            print(f"tcbench: compiling {self.regions} (compile_scope='step')", flush=True)
+            return
         if spec.compile_scope == "blocks":   # regional compilation: the repeated block, one graph for all of them
             name, blocks = repeated_blocks(self.model)
             for block in blocks:
@@ -77,7 +85,7 @@ class InductorBackend(EagerBackend):
             self.isa_checked = True
             print(f"tcbench: Inductor's vector ISA check {vec_isa_checked_once()}", flush=True)
         with self.diag.step(batch):
-            return super().step(batch)
+            return self.whole_step(batch) if self.whole_step is not None else super().step(batch)
 
     def diagnostics(self) -> dict:
         return self.diag.collect()
