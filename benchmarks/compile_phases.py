@@ -5,13 +5,15 @@ earlier jobs kept for this key are loaded first, as on a new machine), measured 
 
     .venv/bin/python benchmarks/compile_phases.py          # GPT-2 tiny (2 blocks) and small (4), 2 rounds (~10 min)
     .venv/bin/python benchmarks/compile_phases.py --models gpt2:tiny,bert-base-cased:tiny --rounds 3
+    .venv/bin/python benchmarks/compile_phases.py --models bert-base-cased:tiny,bert-base-cased:small \
+        --scopes model,blocks,step --out compile_phases_bert    # BERT, the whole-step scope too (~18 min)
 
 A first job per model and scope fills the shared compile cache (not counted). Each round then runs, per model and
 compile scope (``model``: the whole model; ``blocks``: its repeated block, regional compilation), a cold job, a warm
 one and one from artifacts (1 thread, batch 8, seq 64, 8 steps of which 2 warm up); the
 phases are the figures every compiled job reports (``JobResult.compile_dynamo_s`` ...: torch's own compile timers,
 read after warmup), the rest is the compile latency measured from the steps minus them. Medians over the rounds, the
-range in brackets. Writes benchmarks/compile_phases.md and benchmarks/compile_phases.json.
+range in brackets. Writes benchmarks/compile_phases.md and .json (``--out``: another name).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ def main() -> None:
     ap.add_argument("--models", default="gpt2:tiny,gpt2:small", help="model:size, comma-separated")
     ap.add_argument("--scopes", default="model,blocks")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", default="compile_phases", help="the name of the .md/.json files it writes here")
     a = ap.parse_args()
     store = tc.Store(Path(tempfile.mkdtemp(prefix="tcb-phases-")) / "phases.db")
     jobs: list[dict] = []
@@ -79,7 +82,8 @@ def main() -> None:
     lines = [f"Measured {time.strftime('%Y-%m-%d')} on {env.get('cpu')}, {env.get('cores_usable')} cores, torch "
              f"{env.get('torch')}; "
              f"batch 8, seq 64, 8 steps (2 warmup), 1 thread, Inductor default mode; median of {a.rounds} rounds "
-             "(the range in brackets); seconds. Reproduce: `.venv/bin/python benchmarks/compile_phases.py`.", "",
+             "(the range in brackets); seconds. Reproduce: "
+             f"`{' '.join(['.venv/bin/python', 'benchmarks/compile_phases.py', *sys.argv[1:]])}`.", "",
              "| model | scope | cache | " + " | ".join(TITLES) + " | steady step ms | AOTAutograd cache hits | "
              "FX graph cache hits |", "|---|---|---|" + "---|" * (len(TITLES) + 3)]
     for model, size in models:
@@ -100,8 +104,8 @@ def main() -> None:
         if {"model", "blocks"} <= set(scopes):
             lines.append(f"- {m}: blocks ÷ model scope, cold compile latency: "
                          f"{med(m, 'blocks', 'cold') / med(m, 'model', 'cold'):.2f} (goal ≤ 0.60)")
-    (HERE / "compile_phases.md").write_text("\n".join(lines) + "\n")
-    (HERE / "compile_phases.json").write_text(json.dumps({"env": env, "jobs": jobs}, indent=1, default=str))
+    (HERE / f"{a.out}.md").write_text("\n".join(lines) + "\n")
+    (HERE / f"{a.out}.json").write_text(json.dumps({"env": env, "jobs": jobs}, indent=1, default=str))
     print("\n".join(lines))
 
 

@@ -16,7 +16,8 @@ from tcbench.cli.tables import (COMPARISONS_COLUMNS, RUNS_COLUMNS, STEPS_COLUMNS
 from tcbench.view.format import fmt_number, is_missing
 
 WIDTH = 120   # what `tcbench profiles` fits without --wide
-SHOWN_KINDS = ("compare", "noise-floor")   # the comparisons `show` and `report` print (not tuning sessions)
+# the comparisons `show` and `report` print (not tuning sessions): tune-compile's confirmation is one
+SHOWN_KINDS = ("compare", "noise-floor", "tune-compile-confirm")
 PROFILE_COLUMNS = {"name": "profile", "accelerator": "accelerator", "count": "count",
                    "memory_per_device_gib": "GiB/device", "vcpus": "vCPUs", "host_memory_gib": "host GiB",
                    "network_gbps": "net Gbps", "efa": "EFA", "peak_fp32_tflops": "fp32 TFLOP/s",
@@ -91,7 +92,8 @@ def _load(comparison_id: int) -> Any:
                          "the stored ones") from None
     if cmp.kind not in SHOWN_KINDS:
         raise ValueError(f"comparison {comparison_id} is a {cmp.kind} session, not a comparison; allowed: the id of a "
-                         f"compare, compare-script or noise-floor (tcbench comparisons lists them with their kind)")
+                         f"compare, compare-script, noise-floor or tune-compile-confirm (tcbench comparisons lists them "
+                         "with their kind)")
     return cmp
 
 

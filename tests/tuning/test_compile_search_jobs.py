@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 SPEC = tc.JobSpec(dropout=0.0, steps=20, warmup_steps=3, threads=1)
 
 
-def test_a_real_search_keeps_parity_and_rejects_bf16_under_a_tolerance_it_cannot_meet(store):
+def test_a_real_search_keeps_parity_and_rejects_bf16_under_a_tolerance_it_cannot_meet(store, monkeypatch, capsys):
     """bf16 autocast moves the first losses by ~3e-5 relative here, fp32 Inductor by ~1e-7: a tolerance of 5e-6
     keeps the fp32 configuration and rejects the bf16 one (the kernels are the same on every run)."""
     res = tc.tune_compile(SPEC, budget_s=900, sampler="grid", pruner="none", parity_rtol=5e-6, confirm_budget_s=30,
@@ -33,3 +33,9 @@ def test_a_real_search_keeps_parity_and_rejects_bf16_under_a_tolerance_it_cannot
     again = tc.load_comparison(cmp.comparison_id, store)
     assert again.variants["inductor · default"] == cmp.spec_for("inductor · default")
     assert again.row("inductor · default").speedup == pytest.approx(cmp.row("inductor · default").speedup)
+    monkeypatch.setenv("TCBENCH_DB", str(store.path))   # `tcbench show` prints the confirmation like a comparison
+    from tcbench.cli.app import main
+
+    capsys.readouterr()
+    assert main(["show", str(cmp.comparison_id)]) == 0
+    assert "inductor · default" in capsys.readouterr().out
