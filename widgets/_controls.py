@@ -152,7 +152,7 @@ class Controls:
         self.compile_mode = w.Dropdown(options=list(tc.INDUCTOR_MODES), value=d.compile_mode, tooltip=COMPILE_HELP)
         self.compile_scope = w.Dropdown(options=list(tc.COMPILE_SCOPES), value=d.compile_scope,
                                         tooltip="model: the whole model (and optimizer.step); blocks: each repeated "
-                                                "transformer block, the rest eager")
+                                                "transformer block, the rest eager; step: the whole training step")
         self.compile_optimizer = w.Checkbox(value=d.compile_optimizer, indent=False,
                                             tooltip="off: the optimizer stays eager with its fused kernel")
         self.cpp_wrapper = w.Checkbox(value=d.cpp_wrapper, indent=False,

@@ -1,7 +1,7 @@
 """A team's compile artifacts through the store: a compiled job's artifacts (``tcbench.job.artifacts``, a file pair
-per key in ``$TCBENCH_HOME/compile-artifacts``) are also kept in the store it ran for — on PostgreSQL, where every
-teammate's tcbench reads them — and a ``cache="artifacts"`` job first gets the store's artifacts for its own fields
-into that folder. The job's key still decides: an artifact made on another machine (another torch, CPU or GPU) has
+per key in ``$TCBENCH_HOME/compile-artifacts``) are also kept in the store it ran for when that is a shared one
+(PostgreSQL, where every teammate's tcbench reads them; an SQLite store's folder keeps them already), and a
+``cache="artifacts"`` job first gets the store's artifacts for its own fields into that folder. The job's key still decides: an artifact made on another machine (another torch, CPU or GPU) has
 another key and is never loaded. No torch here: bytes and headers only."""
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ def fetch(store: Any, spec: Any) -> str:
 
 
 def keep(store: Any, result: Any) -> str:
-    """After a compiled job: its artifacts (as this machine keeps them for its key) kept in the store too, unless the
-    store has that key already; what happened, in words ("" when the job has no artifact key)."""
+    """After a compiled job: its artifacts (as this machine keeps them for its key) kept in a shared store
+    (PostgreSQL) too, unless it has that key already; what happened, in words ("" when the job has no artifact key
+    or the store is this machine's own SQLite file, beside which the folder already keeps them)."""
     key = result.artifact_key
-    if not key:
+    if not key or not store.shared:
         return ""
     got = files.read(folder(), key)
     if got is None:

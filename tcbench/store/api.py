@@ -152,6 +152,11 @@ class Store:
         show it, ``path`` is the shown form). ``retune_lr(storage="store")`` keeps its study there."""
         return self._db.url()
 
+    @property
+    def shared(self) -> bool:
+        """A store several machines open (PostgreSQL): what one keeps there, the others find (compile artifacts)."""
+        return isinstance(self._db, Postgres)
+
     def require_writable(self) -> None:
         if self.readonly:
             raise StoreError(f"the store {self.path} is open read-only (this process may not write it or its "

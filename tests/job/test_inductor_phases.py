@@ -73,12 +73,15 @@ def test_a_job_on_an_empty_cache_loads_the_artifacts_of_its_key_and_compiles_no_
     assert f"compile artifacts loaded {first.artifact_key}" in cmp.summary().compile_cache[0]
 
 
-def test_a_teammate_without_the_artifacts_gets_them_from_the_store(store):
-    """A compiled job keeps its artifacts in the store; on a machine that has none in its folder (removed here), a
-    cache="artifacts" job gets them from the store, loads them and compiles no new graph: counters, not timings."""
+def test_a_teammate_without_the_artifacts_gets_them_from_the_store(store, monkeypatch):
+    """A compiled job keeps its artifacts in a shared store; on a machine that has none in its folder (removed here),
+    a cache="artifacts" job gets them from the store, loads them and compiles no new graph: counters, not timings.
+    The store is an SQLite file standing in for PostgreSQL (``shared``; tests/store covers both databases)."""
     import dataclasses
 
     from tcbench.runner import artifacts as team
+
+    monkeypatch.setattr(tc.Store, "shared", property(lambda self: True))
 
     first = tc.run(SPEC, store=store)
     assert first.status == "ok" and first.artifact_key, first.error

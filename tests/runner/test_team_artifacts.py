@@ -24,6 +24,8 @@ def test_a_job_artifacts_reach_the_store_and_a_new_machine_gets_them_back(tmp_pa
     monkeypatch.setenv("TCBENCH_HOME", str(tmp_path / "mine"))
     head, data = _artifact()
     files.write(team.folder(), head, data)
+    assert not store.shared and team.keep(store, SimpleNamespace(artifact_key="abc123")) == ""   # its own SQLite file
+    monkeypatch.setattr(tc.Store, "shared", property(lambda self: True))   # as a PostgreSQL store is
     assert team.keep(store, SimpleNamespace(artifact_key="abc123")) == "kept abc123 in the store"
     assert team.keep(store, SimpleNamespace(artifact_key="abc123")) == "the store has abc123 already"
     assert team.keep(store, SimpleNamespace(artifact_key=None)) == ""
@@ -42,7 +44,7 @@ def test_a_store_that_cannot_be_read_leaves_the_job_to_its_own_artifacts(tmp_pat
     monkeypatch.setenv("TCBENCH_HOME", str(tmp_path))
 
     class Broken:
-        readonly = False
+        readonly, shared = False, True
 
         def artifacts_for(self, wanted):
             raise RuntimeError("server gone")

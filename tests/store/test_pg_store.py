@@ -312,3 +312,7 @@ def test_compile_artifacts_are_kept_once_per_key_and_found_by_their_fields(locat
     assert [(h["key"], h["sha256"], h["fields"]["target"], d) for h, d in found] == [("k1", head["sha256"], ["avx512"], data)]
     assert store.artifacts_for({"model": "bert-base-cased"}) == []
     assert Store(location, readonly=True).put_artifact({**head, "key": "k3"}, data) is False   # read-only keeps nothing
+
+
+def test_only_a_postgresql_store_is_shared(location):
+    assert Store(location).shared == ("://" in location)
