@@ -1,8 +1,9 @@
 """A team's compile artifacts through the store: a compiled job's artifacts (``tcbench.job.artifacts``, a file pair
 per key in ``$TCBENCH_HOME/compile-artifacts``) are also kept in the store it ran for when that is a shared one
 (PostgreSQL, where every teammate's tcbench reads them; an SQLite store's folder keeps them already), and a
-``cache="artifacts"`` job first gets the store's artifacts for its own fields into that folder. The job's key still decides: an artifact made on another machine (another torch, CPU or GPU) has
-another key and is never loaded. No torch here: bytes and headers only."""
+``cache="artifacts"`` job first gets the store's artifacts for its own fields into that folder. The job's key still
+decides: an artifact made on another machine (another torch, CPU or GPU) has another key and is never loaded. No
+torch here: bytes and headers only."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ def folder() -> str:
 
 def fetch(store: Any, spec: Any) -> str:
     """Before a ``cache="artifacts"`` job: the store's artifacts made for this spec's fields, written into the local
-    folder where it has none for their key; what happened, in words."""
+    folder where it has none for their key; what happened, in words ("" for an SQLite store: nothing is kept there)."""
+    if not store.shared:
+        return ""
     try:
         rows = store.artifacts_for(files.spec_fields(spec))
     except Exception as exc:  # noqa: BLE001 - the job then uses what this machine has

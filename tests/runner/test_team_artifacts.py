@@ -25,6 +25,7 @@ def test_a_job_artifacts_reach_the_store_and_a_new_machine_gets_them_back(tmp_pa
     head, data = _artifact()
     files.write(team.folder(), head, data)
     assert not store.shared and team.keep(store, SimpleNamespace(artifact_key="abc123")) == ""   # its own SQLite file
+    assert team.fetch(store, SPEC) == ""
     monkeypatch.setattr(tc.Store, "shared", property(lambda self: True))   # as a PostgreSQL store is
     assert team.keep(store, SimpleNamespace(artifact_key="abc123")) == "kept abc123 in the store"
     assert team.keep(store, SimpleNamespace(artifact_key="abc123")) == "the store has abc123 already"
