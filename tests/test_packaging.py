@@ -114,6 +114,14 @@ def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
+def test_every_package_folder_is_listed_for_the_wheel():
+    """setuptools builds the wheel from pyproject's explicit package list: a new folder left out of it would be
+    missing from an installed tcbench (an editable install finds it anyway, so only this test would notice)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "tcbench").rglob("__init__.py")}
+    assert folders - listed == set(), f"add to pyproject's [tool.setuptools] packages: {sorted(folders - listed)}"
+
+
 def test_console_script_declared():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert data["project"]["scripts"]["tcbench"] == "tcbench.cli:main"

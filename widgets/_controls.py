@@ -123,6 +123,21 @@ class Controls:
         self.owner: str | None = None    # what holds the panel (a paired run, a scaling measurement, a retune…)
         self._owner_lock = threading.Lock()
         self._owner_listeners: list[Callable[[], None]] = []
+        self._job_inputs(d)
+        self._compiler_inputs(d)
+        self._round_inputs()
+        self._backend_boxes()
+        self._more_toggle()
+        self._watch_inputs()
+        self.error: str = ""
+        self.spec: tc.JobSpec | None = None
+        self.more_box = self._more_box()
+        self.validate()
+        self._sync_more()
+
+    # -- the widgets -------------------------------------------------------------------------
+    def _job_inputs(self, d: tc.JobSpec) -> None:
+        """The JobSpec fields of the job itself, and the hints beside them."""
         self.size = w.Dropdown(options=list(tc.SIZES), value=d.size)
         self.model = w.Dropdown(options=model_options(d.size), value=d.model)
         self.profile = w.Dropdown(options=profile_options(), value=d.profile)
@@ -149,6 +164,9 @@ class Controls:
         self.script_args = w.Text(value=shlex.join(d.script_args), placeholder="its own arguments, e.g. --batch-size 8",
                                   continuous_update=False, layout=w.Layout(width="320px"))
         self.script_help = w.HTML(f"<span style='{_HINT_STYLE}'>when set, Run compares your script</span>")
+
+    def _compiler_inputs(self, d: tc.JobSpec) -> None:
+        """How the inductor backend compiles."""
         self.compile_mode = w.Dropdown(options=list(tc.INDUCTOR_MODES), value=d.compile_mode, tooltip=COMPILE_HELP)
         self.compile_scope = w.Dropdown(options=list(tc.COMPILE_SCOPES), value=d.compile_scope,
                                         tooltip="model: the whole model (and optimizer.step); blocks: each repeated "
@@ -162,6 +180,9 @@ class Controls:
                                 tooltip="shared: the kept compile caches; cold: an empty one (an honest cold compile); "
                                         "artifacts: an empty one with this job's stored artifacts loaded first")
         self.compile_help = w.HTML(f"<span style='{_HINT_STYLE}'>{html.escape(COMPILE_HELP)}</span>")
+
+    def _round_inputs(self) -> None:
+        """How many rounds: a resolution and a time budget, or a fixed count."""
         self.resolve_pct = w.FloatText(value=DEFAULT_RESOLVE * 100, continuous_update=False,
                                        tooltip="rounds are added until every speedup's 95 % interval is within ± this "
                                                "many per cent, or the time budget is spent; 0: a fixed number of rounds")
@@ -169,6 +190,9 @@ class Controls:
                                     tooltip="the adaptive rounds' time budget: no round starts that would end past it")
         self.rounds = w.IntText(value=DEFAULT_ROUNDS, continuous_update=False, tooltip="with ± 0: rounds alternate the "
                                 "order (A B, then B A, ...); 1 is allowed but gives no run-to-run spread")
+
+    def _backend_boxes(self) -> None:
+        """A box per compiled backend (one that cannot run here is disabled, saying why); eager always runs."""
         avail = self._avail = backend_availability()
         self.backends: dict[str, w.Checkbox] = {}
         for name in COMPILED_BACKENDS:   # one per line, its name right of its box: no box sits between two names
@@ -179,6 +203,9 @@ class Controls:
             self.backends[name] = cb
         self.eager_text = w.HTML(f"<span style='{_HINT_STYLE}'>{html.escape(EAGER_TEXT)}</span>")
         self.eager_text.add_class("tcb-backend-eager")
+
+    def _more_toggle(self) -> None:
+        """The "More settings" button and the one-line summary of what it hides."""
         self.more = w.ToggleButton(value=False, description="More settings", icon="chevron-right",
                                    tooltip="size preset, sequence length, steps, learning rate, rounds, threads, "
                                            "data-parallel processes, precision, padding, debug log, stall timeout, "
@@ -188,6 +215,9 @@ class Controls:
         self.more_summary = w.HTML("")
         self.more_summary.add_class("tcb-more-summary")
         self.more.observe(lambda _ch: self._sync_more(), names="value")
+
+    def _watch_inputs(self) -> None:
+        """An error label per field, and every input validated again when it changes."""
         self.errors = {name: w.HTML("") for name in self.FIELDS + self.ROUND_FIELDS + ("backends",)}
         for name, err in self.errors.items():
             err.add_class(f"tcb-error-{name.replace('_', '-')}")
@@ -198,9 +228,17 @@ class Controls:
         for cb in self.backends.values():
             cb.observe(self._changed, names="value")
         self.size.observe(self._size_changed, names="value")
-        self.error: str = ""
-        self.spec: tc.JobSpec | None = None
-        self.more_box = w.VBox([
+
+    # -- layout ------------------------------------------------------------------------------
+    def _row(self, label: str, name: str, widget: w.Widget | None = None, *extra: w.Widget) -> w.HBox:
+        widget = widget if widget is not None else getattr(self, name)
+        widget.layout.flex = "0 0 auto"   # a long error message beside it wraps instead of squeezing the input
+        return w.HBox([w.Label(label, layout=_LABEL), widget, *extra, self.errors[name]],
+                      layout=w.Layout(align_items="center"))
+
+    def _more_box(self) -> w.VBox:
+        """The fields under "More settings" (hidden until it is opened)."""
+        more_box = w.VBox([
             self._row("Size preset", "size"), self._row("Sequence length", "seq_len"), self._row("Steps", "steps"),
             self._row("Warmup steps", "warmup_steps"), self._row("Learning rate", "lr"),
             self._row("Resolve to ± % (0: fixed rounds)", "resolve_pct"), self._row("Time budget (s)", "budget_s"),
@@ -214,16 +252,8 @@ class Controls:
             self._row("Compile scope", "compile_scope"), self._row("Compile optimizer.step", "compile_optimizer"),
             self._row("C++ wrapper", "cpp_wrapper"), self._row("Compile cache", "cache"),
         ], layout=w.Layout(display="none", margin="0 0 0 12px"))
-        self.more_box.add_class("tcb-more-settings-section")
-        self.validate()
-        self._sync_more()
-
-    # -- layout ------------------------------------------------------------------------------
-    def _row(self, label: str, name: str, widget: w.Widget | None = None, *extra: w.Widget) -> w.HBox:
-        widget = widget if widget is not None else getattr(self, name)
-        widget.layout.flex = "0 0 auto"   # a long error message beside it wraps instead of squeezing the input
-        return w.HBox([w.Label(label, layout=_LABEL), widget, *extra, self.errors[name]],
-                      layout=w.Layout(align_items="center"))
+        more_box.add_class("tcb-more-settings-section")
+        return more_box
 
     def box(self) -> w.VBox:
         """Model, profile, batch size and backends, then "More settings" (closed) with the other fields."""

@@ -4,7 +4,8 @@
 (``tune_compile``). Every public name is re-exported from ``tcbench``.
 
 Modules: ``maxbatch``, ``noise`` (the estimator), ``prediction`` (the formulas), ``retune`` (the study),
-``compile_search`` (tune_compile), ``storage`` (Optuna storages and heartbeats), ``workers`` (several processes on one study), ``twostage``,
+``compile_search`` (tune_compile; its space ``compile_space``, trials ``compile_trials`` and result
+``compile_result``), ``storage`` (Optuna storages and heartbeats), ``workers`` (several processes on one study), ``twostage``,
 ``plots``, ``cli`` (the tuning commands)."""
 
 from tcbench.tuning.compile_search import CompileConfig, CompileSearch, tune_compile

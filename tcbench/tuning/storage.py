@@ -115,8 +115,6 @@ def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
     ``storage="store"``: tcbench's own database, ``store_url`` (``Store.url()``: its SQLite file, or its
     PostgreSQL database, where Optuna's tables sit beside tcbench's)."""
     import optuna
-    import sqlalchemy.exc
-    from sqlalchemy.engine import make_url
 
     if storage is None:
         return None, None
@@ -124,7 +122,16 @@ def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
         if isinstance(storage, optuna.storages.BaseStorage):
             return storage, type(storage).__name__
         raise _refuse(type(storage).__name__, "it is neither a URL nor an optuna storage")
-    text = store_url if storage == "store" else storage
+    text, url, shown = _checked_url(store_url if storage == "store" else storage)
+    return _open_rdb(text, url, shown), shown
+
+
+def _checked_url(text: str) -> tuple[str, Any, str]:
+    """(the URL to open, that URL parsed, how to show it): a URL that is not one, names a database kind whose driver
+    is not installed or an SQLite file that cannot be written is refused before the database is tried."""
+    import sqlalchemy.exc
+    from sqlalchemy.engine import make_url
+
     shown = mask(text)
     try:
         url = make_url(text)
@@ -143,6 +150,14 @@ def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
                              "dialect needs is not installed") from None
     if url.get_backend_name() == "sqlite":
         _check_sqlite(url, shown)
+    return text, url, shown
+
+
+def _open_rdb(text: str, url: Any, shown: str) -> Any:
+    """Optuna's RDB storage with heartbeats, opened again with backoff while the database's error is a passing one."""
+    import optuna
+    import sqlalchemy.exc
+
     kwargs = {}
     if url.get_backend_name() == "sqlite":
         kwargs = {"connect_args": {"timeout": 60}}       # wait for another process's write, don't fail
@@ -174,7 +189,7 @@ def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
                     f"storage={shown!r}: the database{where} could not be opened after {TRIES} tries over "
                     f"{time.monotonic() - t0:.0f} s ({cause}){hint}") from None
             time.sleep(BACKOFF_S * 2 ** (attempt - 1))
-    return backend, shown
+    return backend
 
 
 def heartbeat_on(storage: Any) -> bool:

@@ -17,13 +17,13 @@ from test_compile_search import fake_run  # noqa: E402
 
 @pytest.fixture
 def calls(monkeypatch):
-    import tcbench.comparison
+    import tcbench.comparison.running
     import tcbench.host.env
     import tcbench.runner.process
 
     out: list = []
     monkeypatch.setattr(tcbench.runner.process, "run", fake_run(out))
-    monkeypatch.setattr(tcbench.comparison, "run", fake_run(out))
+    monkeypatch.setattr(tcbench.comparison.running, "run", fake_run(out))
     monkeypatch.setattr(tcbench.host.env, "cpu_flags", lambda: frozenset({"avx2"}))
     return out
 

@@ -54,13 +54,13 @@ def fake_run(calls: list, drift_bf16: float = 0.0):
 
 @pytest.fixture
 def calls(monkeypatch):
-    import tcbench.comparison
+    import tcbench.comparison.running
     import tcbench.host.env
     import tcbench.runner.process
 
     out: list = []
     monkeypatch.setattr(tcbench.runner.process, "run", fake_run(out))
-    monkeypatch.setattr(tcbench.comparison, "run", fake_run(out))
+    monkeypatch.setattr(tcbench.comparison.running, "run", fake_run(out))
     monkeypatch.setattr(tcbench.host.env, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
     return out
 
@@ -136,13 +136,13 @@ def test_every_configuration_once_the_fastest_within_parity_wins(calls, store):
 
 
 def test_a_configuration_that_breaks_parity_is_rejected_with_its_reason(monkeypatch, store):
-    import tcbench.comparison
+    import tcbench.comparison.running
     import tcbench.host.env
     import tcbench.runner.process
 
     calls: list = []
     monkeypatch.setattr(tcbench.runner.process, "run", fake_run(calls, drift_bf16=0.05))
-    monkeypatch.setattr(tcbench.comparison, "run", fake_run(calls, drift_bf16=0.05))
+    monkeypatch.setattr(tcbench.comparison.running, "run", fake_run(calls, drift_bf16=0.05))
     monkeypatch.setattr(tcbench.host.env, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
     res = tune_compile(SPEC, budget_s=3600, sampler="grid", pruner="none", confirm=False, store=store,
                        space={"compile_mode": ["default"], "compile_scope": ["model"], "compile_optimizer": [True]})

@@ -52,8 +52,8 @@ def _fake(ratio: float = 1.0, process_sd: float = 0.01, fail_at: int | None = No
 def fake(monkeypatch):
     def install(**kw):
         run, calls, clock = _fake(**kw)
-        monkeypatch.setattr(cmp_mod, "run", run)
-        monkeypatch.setattr(cmp_mod, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
+        monkeypatch.setattr(cmp_mod.running, "run", run)
+        monkeypatch.setattr(cmp_mod.running, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
         return calls
     return install
 

@@ -1,0 +1,311 @@
+"""The results of a comparison: ``Comparison`` (a native job and its compiled counterparts, paired by round; its
+figures — one summary row per job label with the speedup's interval, verdict, break-even and warnings — and its
+exports: summary, steps, diagnostics, costs, JSON, HTML) and ``NoiseFloor`` (an A/A comparison read as the smallest
+speedup the machine resolves now). Nothing here runs a job: ``running`` fills them, ``stored`` rebuilds them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import pandas as pd
+
+from tcbench.comparison.rounds import DEFAULT_RESOLVE, DEFAULT_ROUNDS
+from tcbench.core.results import JobResult, SummaryRow, compile_cache_text, compile_phases_text, standing_for
+from tcbench.core.spec import BACKENDS, JobSpec
+from tcbench.measure.interval import MIN_EARLIER, RoundsRule, log_ratios, ratio_interval, resolution, value_interval
+from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
+                                     warnings_for)
+
+
+def median_of(values: Sequence[Any]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+@dataclass
+class Comparison:
+    """A native job and its compiled counterparts, ``rounds`` alternating rounds each.
+
+    ``backends`` holds the job labels in order: the native backend first, then each compared backend
+    (an A/A twin of the native one is labelled ``"<backend> (A/A)"``). Jobs are paired by round.
+    ``rule``: the adaptive rounds' stopping rule (None: a fixed number of rounds); ``stop_reason`` says why the
+    rounds ended. ``between``: per compared label, the spread of the speedup between comparisons on this machine
+    (τ in log units) and how many earlier comparisons of the same spec it comes from (``earlier_spreads``); the
+    interval includes it.
+    """
+
+    spec: JobSpec
+    backends: list[str]
+    results: list[JobResult] = field(default_factory=list)
+    rounds: int = DEFAULT_ROUNDS
+    comparison_id: int | None = None
+    kind: str = "compare"
+    rule: RoundsRule | None = None
+    stop_reason: str = ""
+    between: dict[str, tuple[float, int]] = field(default_factory=dict)
+    created: float | None = None   # when it started (seconds since the epoch)
+    # a label that is not a backend's: the spec its jobs run (``compare_configs``: compiled configurations)
+    variants: dict[str, JobSpec] = field(default_factory=dict)
+
+    def spec_for(self, label: str) -> JobSpec:
+        """The spec the jobs labelled ``label`` run: a variant's own, else the comparison's with its backend."""
+        return self.variants.get(label) or dataclasses.replace(self.spec, backend=self.backend_of(label))
+
+    def backend_of(self, label: str) -> str:
+        """The backend of the jobs labelled ``label``: their spec's, else a variant's, else the backend the label
+        stands for (its name or its A/A twin's label)."""
+        jobs = self.by_backend(label)
+        if jobs:
+            return jobs[0].spec.backend
+        if label in self.variants:
+            return self.variants[label].backend
+        return standing_for(BACKENDS).get(label, label)
+
+    def by_backend(self, label: str) -> list[JobResult]:
+        return [r for r in self.results if r.name == label]
+
+    @property
+    def native(self) -> list[JobResult]:
+        return self.by_backend(self.backends[0])
+
+    def pairs(self, label: str) -> list[tuple[JobResult, JobResult]]:
+        """(native, compiled) jobs of the same round, for every round where both ran."""
+        nat = {r.round: r for r in self.native}
+        return [(nat[r.round], r) for r in self.by_backend(label) if r.round in nat]
+
+    def complete_pairs(self, label: str) -> list[tuple[JobResult, JobResult]]:
+        """The rounds where both jobs ended ok with steady steps: the ones the speedup is measured on."""
+        return [(a, b) for a, b in self.pairs(label) if a.ok and b.ok and steady(a.records) and steady(b.records)]
+
+    def resolved(self) -> bool:
+        """Whether every compared label's interval is within the rule's resolution (adaptive rounds)."""
+        return self.rule is not None and all(self.rule.resolved(self._logs(label), self._tau(label))
+                                             for label in self.backends[1:])
+
+    def _tau(self, label: str) -> float | None:
+        return self.between[label][0] if label in self.between else None
+
+    def _logs(self, label: str) -> list[float]:
+        return log_ratios([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
+                           for a, b in self.complete_pairs(label)])
+
+    def row(self, label: str) -> SummaryRow:
+        """One job label summed over its rounds (the baseline's row has no pair figures)."""
+        jobs = self.by_backend(label)
+        oks = [r for r in jobs if r.ok]
+        status = "ok" if len(oks) == len(jobs) and jobs else ", ".join(sorted({r.status for r in jobs})) or "not run"
+        med = median_of([r.median_step_s for r in oks])
+        mfus = [r for r in oks if r.mfu is None and r.mfu_note]
+        noise = "; ".join(f"round {r.round}: {r.noise_reason}" for r in jobs if r.noisy)
+        fields: dict[str, Any] = dict(
+            label=label, backend=self.backend_of(label), status=status,
+            rounds=len(jobs), median_step_ms=None if med is None else med * 1e3,
+            step_cv=median_of([r.step_cv for r in oks]), samples_s=median_of([r.samples_s for r in oks]),
+            tokens_s=median_of([r.tokens_s for r in oks]), compile_latency_s=median_of([r.compile_latency_s for r in oks]),
+            cache=",".join(sorted({r.cache_state for r in oks if r.cache_state})),
+            **{name: median_of([getattr(r, name) for r in oks])
+               for name in ("compile_dynamo_s", "compile_aot_s", "compile_backend_s")},
+            compile_phases=compile_phases_text(oks), compile_cache=compile_cache_text(oks),
+            peak_mem_mb=median_of([r.peak_mem_bytes / 2**20 for r in oks if r.peak_mem_bytes is not None]),
+            mfu=None if mfus else median_of([r.mfu for r in oks]), mfu_note=mfus[0].mfu_note if mfus else "",
+            noisy=any(r.noisy for r in jobs), noise=noise, final_loss=median_of([r.final_loss for r in oks]),
+            recompiles=max((r.recompiles_after_warmup or 0 for r in oks), default=None),
+            graph_breaks=max((r.graph_breaks or 0 for r in oks), default=None),
+            diagnosis=next((d["summary"] for r in jobs if "summary" in (d := r.extra.diagnostics)), ""),
+            error="; ".join(r.error for r in jobs if r.error)[:500])
+        if label == self.backends[0]:
+            text = "baseline (native PyTorch)" + (f"; noisy — {noise}" if fields["noisy"] else "")
+            return SummaryRow(**fields, verdict_kind="baseline", verdict=text)
+        return SummaryRow(**fields, **self._pair_fields(label, med))
+
+    def _pair_fields(self, label: str, med: float | None) -> dict[str, Any]:
+        pairs = self.pairs(label)
+        complete = self.complete_pairs(label)
+        sp, lo, hi = ratio_interval([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
+                                     for a, b in complete], pilot=self.rule.pilot if self.rule else None,
+                                    tau=self._tau(label))
+        mem, mem_lo, mem_hi = value_interval([a.peak_mem_bytes / b.peak_mem_bytes for a, b in complete
+                                              if a.peak_mem_bytes and b.peak_mem_bytes])
+        problems = [f"{r.name} round {r.round} ended {r.status}: {r.error.strip().splitlines()[-1][:160] if r.error else ''}"
+                    for a, b in pairs for r in (a, b) if not r.ok]
+        if not pairs:
+            problems.append("no round ran both jobs")
+        noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
+        what_to_do = advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
+                            self.rule and self.rule.budget_s)
+        if label in self.between and 2 * self.between[label][0] > math.log1p(self.rule.resolve if self.rule
+                                                                            else DEFAULT_RESOLVE):
+            what_to_do = ("the speedup itself moves between comparisons on this machine, so more rounds will not "
+                          "narrow this interval: measure on cores no other tenant shares")
+        kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds, what_to_do)
+        nat_med = median_of([a.median_step_s for a, _ in complete])
+        # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
+        compile_s = median_of([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete
+                             if b.compile_latency_s is not None])
+        be_lo, be_hi = break_even_range(compile_s, nat_med, lo, hi) if kind == "faster" else (None, None)
+        be = {"faster": break_even_steps(compile_s, nat_med, med), "slower": float("inf")}.get(kind)
+        if label in self.between and lo is not None:
+            tau, k = self.between[label]
+            text += (f" (the interval includes how far the speedup moved between {k} earlier comparisons on this "
+                     f"machine: ±{math.expm1(tau):.1%})")
+        elif kind in ("faster", "slower") and len(complete) >= 2:
+            text += (f" (from this comparison's rounds alone: with {MIN_EARLIER} earlier comparisons of this spec the "
+                     "interval would also include how far the speedup moves between comparisons on this machine)")
+        if kind == "faster" and be_lo is not None:
+            text += f"; compiling pays off after {be_lo:,.0f}–{be_hi:,.0f} steps"
+        elif kind == "slower":
+            text += "; compiling never pays off here"
+        parity = [loss_parity(a.records, b.records, self.spec_for(label).precision, self.spec.dropout == 0.0)
+                  for a, b in complete]
+        verdicts = [p for p, _, _ in parity if p is not None]
+        failed = [note for p, _, note in parity if p is False]
+        loss_ok = None if not verdicts else all(verdicts)
+        recompiles = max((b.recompiles_after_warmup or 0 for _, b in complete), default=None)
+        warnings = warnings_for(kind, sp, compile_s, mem, mem_hi, recompiles)
+        warnings += [w for w in (drift(self.backends[0], [a.median_step_s for a, _ in complete]),
+                                 drift(label, [b.median_step_s for _, b in complete])) if w]
+        if loss_ok is False:
+            warnings.append(f"loss parity failed: {failed[0]}")
+        return dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, resolution=resolution(sp, lo, hi),
+                    memory_ratio=mem, memory_ci_low=mem_lo,
+                    memory_ci_high=mem_hi, extra_warmup_s=compile_s, break_even_steps=be, break_even_low=be_lo,
+                    break_even_high=be_hi, loss_parity=loss_ok, loss_diff=median_of([d for _, d, _ in parity]),
+                    loss_parity_note=(failed or [n for _, _, n in parity] or ["not judged: no complete pair"])[0],
+                    verdict_kind=kind, verdict=text, warnings=tuple(warnings))
+
+    def rows(self) -> list[SummaryRow]:
+        """One ``SummaryRow`` per job label, the baseline first: the data behind ``summary()``."""
+        return [self.row(b) for b in self.backends]
+
+    def summary(self) -> pd.DataFrame:
+        """One row per job label: step time and its spread, throughput, compile latency, memory, speedup with
+        its 95 % interval, memory ratio, break-even range, MFU, noise, loss parity, warnings and the verdict."""
+        return pd.DataFrame([r.record() for r in self.rows()])
+
+    def diagnostics(self) -> pd.DataFrame:
+        """What each compiler did and where: one row per job, kind (graph break / recompile / fallback / host
+        transfer), place (``where``: "file:line function") and reason (``why``), with ``count`` and ``advice``."""
+        from tcbench.job.diagnostics import table
+
+        return table(self)
+
+    def steps(self) -> pd.DataFrame:
+        """Every step record of every job (with run_id, backend label and round)."""
+        frames = []
+        for r in self.results:
+            df = r.steps()
+            df.insert(2, "round", r.round)
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def environment(self) -> dict[str, Any]:
+        """The stored environment of the comparison's first job (each job's is in ``result.env``)."""
+        return next((r.env for r in self.results if r.env), {})
+
+    def costs(self, profile: str | None = None, dataset_size: int = 100_000) -> pd.DataFrame:
+        """$ per 1,000 steps, per epoch of ``dataset_size`` samples and per 1M tokens on ``profile`` (default:
+        the spec's), from the measured throughput, and the % saved by compiling (``saved_pct``).
+
+        Measured here and priced at the profile's rate: the ``basis`` column says so.
+        """
+        from tcbench.core.cost import cost_table
+
+        s = self.summary()
+        rows = s[["backend", "samples_s"]].assign(batch_size=self.spec.batch_size, seq_len=self.spec.seq_len)
+        return cost_table(rows, profile or self.spec.profile, dataset_size=dataset_size, baseline=self.backends[0])
+
+    @property
+    def rounds_note(self) -> str:
+        """How many rounds ran and why they stopped: ``"6 rounds (until ±5% or 60 s): resolution reached: …"``."""
+        ran = len({r.round for r in self.results})
+        how = "fixed" if self.rule is None else (
+            f"until ±{self.rule.resolve:.0%}" + (f" or {self.rule.budget_s:g} s" if self.rule.budget_s else ""))
+        return f"{ran} round{'' if ran == 1 else 's'} ({how})" + (f": {self.stop_reason}" if self.stop_reason else "")
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{row.label}: {w}" for row in self.rows() for w in row.warnings]
+
+    def to_json(self) -> str:
+        """The spec, the environment, the summary and every step, as JSON text."""
+        return json.dumps({"comparison_id": self.comparison_id, "kind": self.kind, "spec": self.spec.to_dict(),
+                           "backends": self.backends, "rounds": self.rounds,
+                           "environment": {r.name + f"#{r.round}": r.env for r in self.results},
+                           "summary": json.loads(self.summary().to_json(orient="records")),
+                           "steps": json.loads(self.steps().to_json(orient="records"))}, indent=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``tcbench show`` prints, as plain data (``json.dumps`` takes it; missing figures are None): each
+        compared label's verdict with its 95 % interval (``backend``: the job label, as in ``summary()``), the
+        summary rows, the diagnostics, the spec and the rounds (how many, why they stopped). Every step: ``to_json``."""
+        records = lambda df: json.loads(df.to_json(orient="records")) if len(df) else []   # NaN -> None
+        summary = records(self.summary())
+        keys = ("backend", "verdict_kind", "verdict", "speedup", "speedup_ci_low", "speedup_ci_high",
+                "resolution", "memory_ratio", "memory_ci_low", "memory_ci_high", "break_even_low", "break_even_high",
+                "loss_parity", "warnings")
+        return {"comparison_id": self.comparison_id, "kind": self.kind, "spec": self.spec.to_dict(),
+                "backends": list(self.backends), "rounds": self.rounds,
+                "rounds_note": self.rounds_note, "stop_reason": self.stop_reason,
+                "rule": None if self.rule is None else dataclasses.asdict(self.rule),
+                "verdicts": [{k: row.get(k) for k in keys} for row in summary if row.get("verdict_kind") != "baseline"],
+                "summary": summary, "diagnostics": records(self.diagnostics())}
+
+    def to_html(self, path: str | None = None, profile: str | None = None, plotlyjs: str = "directory") -> str:
+        """The HTML report; written to ``path`` when given. ``profile``: add a cost section priced at that instance
+        profile (default: the spec's, when it is not this machine). ``plotlyjs``: where the page gets plotly.js —
+        "directory" (default: ``plotly.min.js`` beside the report, written next to ``path`` unless already there;
+        without ``path`` the caller puts it there, ``tcbench.view.report.write_plotlyjs``), "cdn" (plotly's CDN,
+        needs the network to view) or "inline" (self-contained, about 5 MB). Any other value is a ValueError."""
+        from pathlib import Path
+
+        from tcbench.view.report import comparison_html, write_plotlyjs
+
+        html = comparison_html(self, profile=profile, plotlyjs=plotlyjs)
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(html)
+            if plotlyjs == "directory":
+                write_plotlyjs(Path(path).resolve().parent)
+        return html
+
+    def __repr__(self) -> str:
+        return (f"Comparison(id={self.comparison_id}, model={self.spec.model!r}, size={self.spec.size!r}, "
+                f"backends={self.backends}, rounds={self.rounds}, jobs={[r.status for r in self.results]})")
+
+
+@dataclass
+class NoiseFloor:
+    """The smallest speedup this machine can currently resolve for a spec, from an A/A comparison.
+
+    ``resolvable``: a compiled job must be at least this many times faster (or 1/this slower) for the
+    95 % interval to exclude 1 under the noise measured now; ``verdict_kind`` must be
+    "no measurable difference" on a machine that measures honestly.
+    """
+
+    comparison: Comparison
+    speedup: float | None
+    low: float | None
+    high: float | None
+    verdict_kind: str
+    verdict: str
+
+    @property
+    def resolvable(self) -> float | None:
+        if self.low is None or self.high is None:
+            return None
+        return max(self.high, 1 / self.low)
+
+    def summary(self) -> dict[str, Any]:
+        return dict(comparison_id=self.comparison.comparison_id, backend=self.comparison.spec.backend,
+                    rounds=self.comparison.rounds, speedup=self.speedup, speedup_ci_low=self.low,
+                    speedup_ci_high=self.high, resolvable=self.resolvable, verdict_kind=self.verdict_kind,
+                    verdict=self.verdict)
+
+    def __repr__(self) -> str:
+        res = "unknown" if self.resolvable is None else f"{self.resolvable:.3f}×"
+        return f"NoiseFloor(resolvable={res}, verdict_kind={self.verdict_kind!r}, comparison_id={self.comparison.comparison_id})"

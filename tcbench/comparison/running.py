@@ -1,0 +1,198 @@
+"""Running a comparison: ``compare`` (the native job and each compiled backend), ``compare_configs`` (labelled
+specs that differ in more than their backend), ``compare_script`` (a training script of your own) and
+``noise_floor`` (the job against itself, A/A). Each checks its arguments before anything starts, stores the
+comparison's row, then plays its rounds — alternating the order, each job in its own process — until the fixed
+count or the adaptive rule says stop."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+import time
+from contextlib import AbstractContextManager
+from typing import Any, Mapping, Sequence
+
+from tcbench.comparison.result import Comparison, NoiseFloor
+from tcbench.comparison.rounds import DEFAULT_ROUNDS, MAX_ROUNDS, rounds_rule
+from tcbench.comparison.stored import earlier_spreads
+from tcbench.core.results import AA, aa_label
+from tcbench.core.spec import BACKENDS, JobSpec
+from tcbench.measure.interval import RoundsRule
+from tcbench.runner.preflight import check as preflight
+from tcbench.runner.process import Observer, run
+from tcbench.runner.session import ComparisonSession, comparison_session
+from tcbench.store.api import Store
+
+
+def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int | None = None,
+            observer: Observer | None = None, stop: threading.Event | None = None,
+            store: Store | None = None, kind: str = "compare", resolve: float | None = None,
+            budget_s: float | None = None, max_rounds: int = MAX_ROUNDS) -> Comparison:
+    """Run ``spec`` natively and with each backend in ``backends``, in alternating rounds, until the answer is known.
+
+    Rounds alternate the order (A B, then B A, ...) so a drift of the machine does not favour one side.
+
+    - Default: rounds are added until every speedup's 95 % interval is within ±5 % (``DEFAULT_RESOLVE``) or
+      60 s (``DEFAULT_BUDGET_S``) have passed, at most ``max_rounds``. ``resolve=0.03, budget_s=120`` asks for
+      another resolution or budget (``budget_s=None`` with a ``resolve``: no time limit); ``rounds`` is then the
+      first stage (default 4: ``PILOT_ROUNDS``). The interval stays valid under this stopping rule (Stein's two-stage
+      procedure: ``tcbench.measure.interval``). ``Comparison.stop_reason`` says why the rounds ended.
+    - ``rounds=3`` alone: exactly 3 rounds.
+
+    ``spec.backend`` inside ``backends`` runs the job against itself (A/A, labelled ``"eager (A/A)"``); its interval
+    excludes 1 in about 5 % of comparisons, as any 95 % interval does when nothing differs.
+    """
+    cmp = _prepared(spec, backends, rounds, kind, rounds_rule(rounds, resolve, budget_s, max_rounds))
+    store = store or Store()
+    cmp.between = earlier_spreads(store, cmp)
+    with _session(cmp, store, stop) as session:
+        _play(cmp, session, observer, store)
+    return cmp
+
+
+def compare_configs(native: JobSpec, variants: Mapping[str, JobSpec], rounds: int | None = None,
+                    observer: Observer | None = None, stop: threading.Event | None = None, store: Store | None = None,
+                    kind: str = "compare", resolve: float | None = None, budget_s: float | None = None,
+                    max_rounds: int = MAX_ROUNDS) -> Comparison:
+    """``compare`` for jobs that differ in more than their backend: ``native`` against each labelled spec of
+    ``variants`` (``{"inductor: default": spec_a, "inductor: bf16": spec_b}``), in the same alternating rounds, with
+    the same rule, intervals and verdicts; each variant's jobs are stored under its label."""
+    if not isinstance(native, JobSpec) or not variants or not all(isinstance(v, JobSpec) for v in variants.values()):
+        raise TypeError("compare_configs takes a JobSpec and a non-empty mapping of labels to JobSpecs")
+    rule = rounds_rule(rounds, resolve, budget_s, max_rounds)
+    rounds = rule.pilot if rule is not None else rounds
+    _check(native, [], rounds)
+    spec = preflight(native)
+    taken = {spec.backend, *BACKENDS}
+    for label in variants:
+        if not isinstance(label, str) or not label.strip() or label in taken or label.endswith(AA) or "," in label:
+            raise ValueError(f"variants has the label {label!r}; allowed: a non-empty name other than a backend's, "
+                             "without commas or ' (A/A)'")
+    cmp = Comparison(spec=spec, backends=[spec.backend, *variants], rounds=rounds, kind=kind, rule=rule,
+                     variants={label: preflight(v) for label, v in variants.items()})
+    store = store or Store()
+    cmp.between = earlier_spreads(store, cmp)
+    with _session(cmp, store, stop) as session:
+        _play(cmp, session, observer, store)
+    return cmp
+
+
+def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str] = ("inductor",),
+                   rounds: int | None = DEFAULT_ROUNDS, observer: Observer | None = None,
+                   stop: threading.Event | None = None, store: Store | None = None, resolve: float | None = None,
+                   budget_s: float | None = None, **spec_fields: Any) -> Comparison:
+    """Run ``python script *args`` natively (eager) and with each backend in ``backends``, ``rounds``
+    alternating rounds, each job in its own process; the same ``Comparison`` as ``compare``. A script's rounds are
+    fixed (3) unless ``resolve`` / ``budget_s`` ask for adaptive rounds as ``compare`` has them.
+
+    ``spec_fields`` are JobSpec fields: ``steps`` (the cap the script is measured for), ``warmup_steps``,
+    ``loss_every``, ``threads``, ``batch_size`` / ``seq_len`` (only used when the script does not report its
+    batch), ``model`` (the name the runs are shown under; default the script's file name), ``stall_s``, ...
+    A missing script, one that is not a ``.py`` file or arguments that are not a list of strings are a
+    ``SpecError`` naming ``script`` / ``script_args`` before any process starts.
+    """
+    spec = JobSpec(script=script, script_args=args, **spec_fields)
+    if resolve is not None or budget_s is not None:
+        rounds = None if rounds == DEFAULT_ROUNDS else rounds
+    return compare(spec, backends=backends, rounds=rounds, observer=observer, stop=stop, store=store, resolve=resolve,
+                   budget_s=budget_s)
+
+
+def noise_floor(spec: JobSpec, rounds: int = DEFAULT_ROUNDS, observer: Observer | None = None,
+                stop: threading.Event | None = None, store: Store | None = None) -> NoiseFloor:
+    """Run ``spec`` against itself (A/A, ``rounds`` rounds) and report the smallest speedup resolvable now."""
+    store = store or Store()
+    cmp = _prepared(spec, [spec.backend], rounds, "noise-floor")
+    with _session(cmp, store, stop) as session:
+        _play(cmp, session, observer, store)
+        row = cmp.row(cmp.backends[1])
+        nf = NoiseFloor(cmp, row.speedup, row.speedup_ci_low, row.speedup_ci_high, row.verdict_kind, row.verdict)
+        session.info_at_finish = None   # measured to the end: the row keeps the noise floor, not the summary
+        session.finish_info = {"noise_floor": nf.summary()}
+    return nf
+
+
+def _check(spec: JobSpec, backends: Sequence[str], rounds: Any) -> None:
+    if not isinstance(spec, JobSpec):
+        raise TypeError(f"spec={spec!r} is not a tcbench.JobSpec")
+    for b in backends:
+        if b not in BACKENDS:
+            raise ValueError(f"backends contains {b!r}; allowed: {', '.join(BACKENDS)}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds={rounds!r} is not allowed; it must be a whole number >= 1")
+
+
+def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int | None, kind: str,
+              rule: RoundsRule | None = None) -> Comparison:
+    """The checked comparison, its spec preflighted (once, before the comparison is stored or any job starts)."""
+    backends = list(backends)
+    rounds = rule.pilot if rule is not None else rounds
+    _check(spec, backends, rounds)
+    spec = preflight(spec)
+    labels = [spec.backend, *[aa_label(b) if b == spec.backend else b for b in dict.fromkeys(backends)]]
+    return Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind, rule=rule)
+
+
+def _session(cmp: Comparison, store: Store,
+             stop: threading.Event | None) -> AbstractContextManager[ComparisonSession]:
+    """The comparison's row: any error leaves it ``interrupted`` with the summary measured until then."""
+    info = {} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule)}
+    return comparison_session(store, cmp.kind, cmp.spec, cmp.backends, cmp.rounds, info, stop,
+                              error_status="interrupted")
+
+
+def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None, store: Store) -> None:
+    """Every round of the comparison, alternating the order, until its rule says stop; the row's info is its
+    summary (and, for adaptive rounds, the rule, the rounds that ran and why they stopped)."""
+    cmp.comparison_id, cmp.created = session.comparison_id, time.time()
+    session.info_at_finish = lambda: {"summary": json.loads(cmp.summary().to_json(orient="records")),
+                                      **({} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule),
+                                                                      "stop_reason": cmp.stop_reason}),
+                                      **({"between": cmp.between} if cmp.between else {})}
+    labels, started = cmp.backends, time.monotonic()
+    rnd = 0
+    while not session.stopped:
+        reason = _stop_reason(cmp, rnd, time.monotonic() - started)
+        if reason:
+            cmp.stop_reason = reason
+            break
+        for label in (labels if rnd % 2 == 0 else labels[::-1]):
+            if session.stopped:
+                break
+            cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
+                                   f"{label}#{rnd}", label=label if label != cmp.spec_for(label).backend else ""))
+        rnd += 1
+        if cmp.rule is not None:
+            cmp.rounds = session.rounds = rnd
+    if session.stopped:
+        cmp.stop_reason = "stopped by the user"
+
+
+def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> str:
+    """Why no further round starts ("" to run one more): the fixed count, or the adaptive rule — the resolution
+    reached, the budget (a round is not started when the rounds so far say it would end past it; never before two
+    rounds), the maximum, or a
+    job that cannot run (failed, out of memory, unavailable: another round would end the same way)."""
+    rule = cmp.rule
+    if rule is None:
+        return "all rounds ran" if done >= cmp.rounds else ""
+    broken = [r for r in cmp.results if r.status in ("failed", "oom", "unavailable", "diverged")]
+    if broken:
+        return f"{broken[0].name} round {broken[0].round} ended {broken[0].status}"
+    if done and cmp.resolved():
+        return f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
+    moving = [label for label in cmp.backends[1:] if not rule.reachable(cmp._tau(label))]
+    if moving and done >= rule.pilot:
+        tau, k = cmp.between[moving[0]]
+        return (f"the speedup of {moving[0]} moved ±{math.expm1(tau):.1%} between {k} earlier comparisons on this "
+                f"machine: more rounds now cannot resolve ±{rule.resolve:.0%}")
+    if done >= rule.max_rounds:
+        return f"max_rounds={rule.max_rounds} reached"
+    # a single round says nothing about the spread between processes: the budget ends the rounds after two at the
+    # earliest (a first round's cold compile would otherwise leave "0.91× (single round)" as the answer)
+    if rule.budget_s is not None and done >= 2 and elapsed_s + elapsed_s / done > rule.budget_s:
+        return (f"budget spent: {elapsed_s:.0f} s of budget_s={rule.budget_s:g} s ran {done} rounds, and another "
+                f"would end past it")
+    return ""
