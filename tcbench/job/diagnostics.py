@@ -2,18 +2,18 @@
 
 Runs inside the job process (or a user's own training script), never in a subprocess of its own:
 
-    diag = setup("inductor")          # before torch.compile (xla: after the device exists)
+    diag = backend.collector()        # before torch.compile (xla: after the device exists)
     for batch in batches:
         with diag.step(batch):        # optional: input shapes, what each step compiled or transferred
             ...                       # forward, backward, optimizer step (xla: and torch_xla.sync())
     data = diag.collect()             # plain JSON-able data, see ``Collector.collect``
 
-Inductor: dynamo's own records — every graph break with its reason and user frame
+Inductor (``DynamoCollector``): dynamo's own records — every graph break with its reason and user frame
 (``torch._dynamo.utils.graph_break_reasons``) and every recompilation with the guard that failed
-(dynamo's compilation metrics). XLA: the metrics of ``torch_xla.debug.metrics`` — compiles against the
-distinct input shapes, graph executions per step, device→host transfers (``.item()``, ``print(tensor)``)
-and ops that fell back to the CPU. Each finding carries a line of advice from the README's checklist
-("When compiling does not pay"). ``table`` turns stored diagnostics into a DataFrame (no torch import).
+(dynamo's compilation metrics). XLA (``XlaCollector``): the metrics of ``torch_xla.debug.metrics`` — compiles
+against the distinct input shapes, graph executions per step, device→host transfers (``.item()``,
+``print(tensor)``) and ops that fell back to the CPU. Each finding carries a line of advice from the README's
+checklist ("When compiling does not pay"). ``table`` turns stored diagnostics into a DataFrame (no torch import).
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def shape_text(shapes: dict) -> str:
 
 
 class Collector:
-    """One job's diagnostics: create with ``setup(backend)`` before compiling, ``collect()`` at the end."""
+    """One job's diagnostics: made by the backend's ``collector()`` before compiling, ``collect()`` at the end.
+    ``backend`` names the backend in the collected data. This one reads no compiler: it finds nothing."""
 
     def __init__(self, backend: str) -> None:
         self.backend = backend
@@ -78,26 +79,19 @@ class Collector:
 
     # -- reading the compiler's counters (cheap: called around every step) ----------------------------------
     def _read(self) -> dict[str, Any]:
-        if self.backend == "inductor":
-            from torch._dynamo.utils import counters, graph_break_reasons
-
-            return {"compiles": int(counters["stats"].get("unique_graphs", 0)), "breaks": len(graph_break_reasons)}
-        if self.backend == "xla":
-            import torch_xla.debug.metrics as met
-
-            execs, transfers = met.metric_data("ExecuteTime"), met.metric_data("TransferFromDeviceTime")
-            return {"compiles": int(met.counter_value("UncachedCompile") or 0),
-                    "executions": int(execs[0]) if execs else 0, "transfers": int(transfers[0]) if transfers else 0,
-                    "fallbacks": {op: int(met.counter_value(op) or 0) for op in met.executed_fallback_ops()}}
+        """The compiler's counters now ({} for no compiler: the steps are then not followed)."""
         return {}
+
+    def _watch(self, index: int) -> Any:
+        """A context around step ``index`` that notes more than the counters say (none here)."""
+        return contextlib.nullcontext()
 
     @contextlib.contextmanager
     def step(self, batch: Any = None) -> Iterator[None]:
         """Wrap one training step: records its input shapes and what it compiled, executed and transferred."""
         index, start, before = self.steps, time.time_ns(), self._read()
-        locate = self.backend == "xla" and index < LOCATE_STEPS
         try:
-            with _host_read_mode(self, index) if locate else contextlib.nullcontext():
+            with self._watch(index):
                 yield
         finally:
             self.steps += 1
@@ -140,7 +134,7 @@ class Collector:
                                 "shapes": [{"shapes": {k: list(v) for k, v in sig}, **info}
                                            for sig, info in self.shapes.items()]}
         try:
-            entries = {"inductor": self._inductor, "xla": self._xla}.get(self.backend, lambda d: [])(data)
+            entries = self._findings(data)
         except Exception as exc:  # noqa: BLE001 - diagnostics must never fail the job that measured
             entries, data["error"] = [], f"{type(exc).__name__}: {exc}"[:500]
         entries.sort(key=lambda e: (KINDS.index(e["kind"]), -e["count"]))
@@ -154,7 +148,27 @@ class Collector:
         steps = [s for t, s in self.compile_steps if time_ns is not None and t <= time_ns]
         return steps[-1] if steps else None
 
-    def _inductor(self, data: dict) -> list[dict]:
+    def _findings(self, data: dict) -> list[dict]:
+        """Fill in ``data``'s compiler fields and return the findings (none without a compiler)."""
+        return []
+
+
+class DynamoCollector(Collector):
+    """torch.compile's diagnostics, from dynamo's records: graph breaks and recompiles, with their places."""
+
+    def __init__(self, backend: str) -> None:
+        from torch._dynamo import utils
+
+        if utils._compilation_metrics.maxlen is not None and utils._compilation_metrics.maxlen < _METRICS_LIMIT:
+            utils.set_compilation_metrics_limit(_METRICS_LIMIT)
+        super().__init__(backend)
+
+    def _read(self) -> dict[str, Any]:
+        from torch._dynamo.utils import counters, graph_break_reasons
+
+        return {"compiles": int(counters["stats"].get("unique_graphs", 0)), "breaks": len(graph_break_reasons)}
+
+    def _findings(self, data: dict) -> list[dict]:
         from torch._dynamo.utils import counters, get_compilation_metrics, graph_break_reasons
 
         now = self._read()
@@ -202,7 +216,23 @@ class Collector:
                     "pass it as a tensor or keep it constant")
         return "keep what the failed guard checks constant between steps"
 
-    def _xla(self, data: dict) -> list[dict]:
+
+class XlaCollector(Collector):
+    """PyTorch/XLA's diagnostics, from its metrics: compiles per input shape, executions per step, host transfers
+    (where the first steps read values) and CPU fallbacks."""
+
+    def _read(self) -> dict[str, Any]:
+        import torch_xla.debug.metrics as met
+
+        execs, transfers = met.metric_data("ExecuteTime"), met.metric_data("TransferFromDeviceTime")
+        return {"compiles": int(met.counter_value("UncachedCompile") or 0),
+                "executions": int(execs[0]) if execs else 0, "transfers": int(transfers[0]) if transfers else 0,
+                "fallbacks": {op: int(met.counter_value(op) or 0) for op in met.executed_fallback_ops()}}
+
+    def _watch(self, index: int) -> Any:
+        return _host_read_mode(self, index) if index < LOCATE_STEPS else contextlib.nullcontext()
+
+    def _findings(self, data: dict) -> list[dict]:
         import torch_xla.core.xla_model as xm
 
         xm.wait_device_ops()   # executions finish asynchronously: the last step's must be counted
@@ -347,16 +377,6 @@ def _break_advice(reason: str, where: tuple) -> str:
     return "move this call out of the compiled step, or rewrite it with ops dynamo traces"
 
 
-def setup(backend: str) -> Collector:
-    """Start collecting for ``backend`` ("inductor", "xla"; anything else collects nothing): call before compiling."""
-    if backend == "inductor":
-        from torch._dynamo import utils
-
-        if utils._compilation_metrics.maxlen is not None and utils._compilation_metrics.maxlen < _METRICS_LIMIT:
-            utils.set_compilation_metrics_limit(_METRICS_LIMIT)
-    return Collector(backend)
-
-
 # -- for people: a line and a table -------------------------------------------------------------------------
 def where_text(entry: dict) -> str:
     """``"model.py:12 forward"`` for an entry with a place; ``"step 5"`` or ``""`` when the compiler gave none."""
@@ -403,7 +423,7 @@ def table(x: Any) -> pd.DataFrame:
     reason) with ``where`` ("file:line function"), ``why``, ``count`` and ``advice``."""
     results: Iterable[Any] = getattr(x, "results", None) or ([x] if hasattr(x, "extra") else list(x))
     rows = [{"backend": r.name, "round": r.round, "run_id": r.run_id, **entry, "where": where_text(entry)}
-            for r in results for entry in (r.extra.get("diagnostics") or {}).get("entries", [])]
+            for r in results for entry in r.extra.diagnostics.get("entries", [])]
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 

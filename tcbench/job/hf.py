@@ -23,9 +23,10 @@ import os
 from typing import Any
 
 from tcbench.job import track as _track
+from tcbench.job.backends.base import TrainerMismatch
 
 if _track.JOB.spec is not None or _track.BACKEND_ENV in os.environ:   # transformers reads it once, on import
-    os.environ.setdefault("USE_TORCH_XLA", "1" if _track.backend_name() == "xla" else "0")
+    os.environ.setdefault("USE_TORCH_XLA", "1" if _track._backend_class().torch_xla else "0")
 
 from transformers import TrainerCallback  # noqa: E402 - after USE_TORCH_XLA
 
@@ -42,17 +43,8 @@ def training_args(args: Any) -> Any:
     """
     if _track.JOB.spec is None and _track.BACKEND_ENV not in os.environ:
         return args
-    backend, spec = _track.backend_name(), _track._spec()
-    changes: dict[str, Any] = {}
-    if backend == "inductor":
-        changes.update(torch_compile=True, torch_compile_backend="inductor",
-                       torch_compile_mode=None if spec.compile_mode == "default" else spec.compile_mode)
-    elif backend == "eager" and args.torch_compile:
-        changes.update(torch_compile=False, torch_compile_backend=None, torch_compile_mode=None)
-    elif backend == "xla":
-        _check_xla(args)
-        if "fused" in str(getattr(args.optim, "value", args.optim)):
-            changes["optim"] = "adamw_torch"
+    spec = _track._spec()
+    changes = _track._backend_class().trainer_args(args, spec)
     if _track.JOB.active:
         changes.update(logging_strategy="steps", logging_steps=spec.loss_every)
     for name, value in changes.items():
@@ -60,13 +52,6 @@ def training_args(args: Any) -> Any:
     _track.JOB.configured = True
     _track.announce()
     return args
-
-
-def _check_xla(args: Any) -> None:
-    if args.device.type != "xla":
-        raise RuntimeError(f"{_track.BACKEND_ENV}=xla, but the Trainer's device is {args.device}: transformers "
-                           "was imported with USE_TORCH_XLA=0 (import tcbench.hf before transformers, or set "
-                           "USE_TORCH_XLA=1 and PJRT_DEVICE)")
 
 
 class TcbenchCallback(TrainerCallback):
@@ -86,17 +71,12 @@ class TcbenchCallback(TrainerCallback):
         tracker = self.tracker = _track.Tracker(model)
         if not tracker.on:
             return control
-        backend = tracker.spec.backend
-        if backend == "eager" and args.torch_compile:
-            msg = ("the eager baseline would be compiled (torch_compile=True): pass the TrainingArguments through "
-                   "tcbench.hf.training_args(args), which switches the compiler per job")
-            _track.JOB.end("failed", msg)
-            raise RuntimeError(msg)
-        if backend == "inductor" and args.torch_compile:
-            _track.JOB.configured = True   # the script compiles itself: torch_compile=True
-        if backend == "xla":
-            _check_xla(args)
-            _track.JOB.configured = True
+        try:
+            if _track._backend_class().trainer_configured(args):
+                _track.JOB.configured = True
+        except TrainerMismatch as exc:
+            _track.JOB.end("failed", str(exc))
+            raise
         tracker.begin()
         return control
 

@@ -133,7 +133,7 @@ def gpu_env() -> dict:
 # -- messages the worker and a script's tracker compose alike ----------------------------------------------------
 def announce(chan: Channel, spec: JobSpec) -> None:
     """The backend's announcement: a log line for eager; the ``Compiler`` message and its log lines for a compiler."""
-    if spec.backend == "eager":
+    if not spec.compiled:
         chan.send(Log(line="[tcbench] native PyTorch (eager), no compiler configured"))
         return
     chan.send(Compiler(backend=spec.backend, mode=spec.compile_mode, precision=spec.precision, debug=spec.debug,

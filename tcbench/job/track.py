@@ -172,6 +172,13 @@ def _spec() -> JobSpec:
     return JOB.spec if JOB.spec is not None else JobSpec(backend=backend_name())
 
 
+def _backend_class() -> Any:
+    """This process's backend class (``tcbench.job.backends.base.Backend``): its script-side classmethods."""
+    from tcbench.job.backends import backend_class
+
+    return backend_class(backend_name())
+
+
 def _backend_object(spec: JobSpec | None) -> Any:
     """The backend's own sync / peak memory / counters / report, on this process's device."""
     from tcbench.job.backends import get_backend
@@ -201,15 +208,7 @@ def device() -> Any:
     Move each batch there (``batch.to(tcbench.device())``); ``compile_for_backend`` moves the model.
     """
     if JOB.device is None:
-        if backend_name() == "xla":
-            os.environ.setdefault("PJRT_DEVICE", "CPU")
-            import torch_xla
-
-            JOB.device = torch_xla.device()
-        else:
-            from tcbench.job.backends.base import local_device
-
-            JOB.device = local_device(JOB.spec)
+        JOB.device = _backend_class().script_device(JOB.spec)
     return JOB.device
 
 
@@ -236,65 +235,11 @@ def compile_for_backend(model: Any, optimizer: Any = None) -> tuple[Any, Any]:
     it before the first backward; move batches with ``tcbench.device()``; ``t.step`` ends each step with
     ``torch_xla.sync()``.
     """
-    name = backend_name()
     JOB.model = model
-    if name == "inductor":
-        mode = None if _spec().compile_mode == "default" else _spec().compile_mode
-        model.compile(mode=mode)
-        if optimizer is not None:
-            _compile_step(optimizer, mode)
-    elif name == "xla":
-        _move(model, optimizer, device())
+    _backend_class().compile_script(model, optimizer, _spec(), device)
     JOB.configured = True
     announce()
     return model, optimizer
-
-
-def _compile_step(optimizer: Any, mode: str | None) -> None:
-    import types
-
-    import torch
-
-    compiled = torch.compile(optimizer.step, mode=mode)
-
-    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return compiled(*args, **kwargs)
-
-    if hasattr(optimizer.step, "_wrapped_by_lr_sched"):   # a scheduler made before: it still sees its step
-        step._wrapped_by_lr_sched = True                  # type: ignore[attr-defined]
-    optimizer.step = types.MethodType(step, optimizer)
-
-
-def _move(model: Any, optimizer: Any, dev: Any) -> None:
-    """Move the model to ``dev`` keeping shared (tied) parameters shared, and re-point the optimizer at it.
-
-    Moving to XLA, ``Module.to`` gives every module a new parameter of its own, so a tied pair (GPT-2's
-    ``lm_head`` and ``wte``) would be trained as two; HF's Trainer re-ties after the move for the same reason.
-    """
-    places: dict[int, list[tuple[Any, str]]] = {}   # id(parameter) -> the (module, name)s holding it
-    for module in model.modules():
-        for name, p in module._parameters.items():
-            if p is not None:
-                places.setdefault(id(p), []).append((module, name))
-    model.to(dev)
-    moved = {}
-    for key, holders in places.items():
-        first = holders[0][0]._parameters[holders[0][1]]
-        for module, name in holders[1:]:
-            module._parameters[name] = first
-        moved[key] = first
-    if optimizer is None:
-        return
-    for group in optimizer.param_groups:
-        group["params"] = [moved.get(id(p), p) for p in group["params"]]
-        if group.get("fused"):   # fused kernels exist for CPU/CUDA only
-            group["fused"], group["foreach"] = False, None
-    if optimizer.defaults.get("fused"):
-        optimizer.defaults["fused"] = False
-    state = {moved.get(id(p), p): {k: v.to(dev) if hasattr(v, "to") else v for k, v in s.items()}
-             for p, s in optimizer.state.items()}
-    optimizer.state.clear()
-    optimizer.state.update(state)
 
 
 # -- the tracker -----------------------------------------------------------------------------------------
@@ -334,10 +279,7 @@ class Tracker:
             JOB.end("failed", msg)
             raise RuntimeError(msg)
         announce()
-        if self.spec.compiled:
-            from tcbench.job.diagnostics import setup as diagnose
-
-            JOB.diag = diagnose(self.spec.backend)   # before the first compiled step (compiling is lazy)
+        JOB.diag = _backend_class().collector()   # before the first compiled step (compiling is lazy)
         self._backend = _backend_object(self.spec)
         self._meter = _proc.RssMeter()   # baseline: the script's model, optimizer and data exist by now
         JOB.send(Phase("compiling" if self.spec.compiled else "warmup"))
@@ -359,10 +301,7 @@ class Tracker:
         """The step just done: the device synchronised, then its record (not sent yet: ``emit``)."""
         if not self.on or JOB.finished:
             return None
-        if self.spec.backend == "xla":
-            import torch_xla
-
-            torch_xla.sync()     # cut the lazy graph: the step's work is compiled (first time) and launched
+        self._backend.end_script_step()   # XLA: cut the lazy graph, compiled (first time) and launched here
         self._backend.sync()     # CUDA synchronize / XLA wait_device_ops: the clock stops when the device is done
         dt = time.perf_counter() - self._t
         cpu = time.process_time() - self._c

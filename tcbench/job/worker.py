@@ -23,7 +23,7 @@ from tcbench.core.results import TRACE_DIR
 from tcbench.job.process_tools import (RssMeter, announce, classify, die_with_parent, finish, gpu_env, pin_cpus,
                                        send_after_warmup, send_sched, steady_start)
 from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step
-
+from tcbench.job.backends.base import dist_backend
 
 
 class Workload:
@@ -93,28 +93,14 @@ def _rank_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def dist_backend(device_type: str) -> str:
-    """The process group's backend for the job's device: NCCL on CUDA, XLA's own on an XLA device (TPU or
-    CUDA PJRT), gloo on CPU."""
-    return {"cuda": "nccl", "xla": "xla"}.get(device_type, "gloo")
-
-
-def _init_data_parallel(chan: Channel, device) -> int:
+def _init_data_parallel(chan: Channel, backend, device) -> int:
     """Join the job's process group; returns the world size (1: no group)."""
     rank, world = _rank_world()
     if world == 1:
         return 1
-    import torch.distributed as dist
-
-    backend = dist_backend(device.type)
-    if backend == "xla":   # torch_xla's PJRT process group, which torchrun's environment configures
-        import torch_xla.distributed.xla_backend  # noqa: F401 - registers the "xla" backend and xla://
-
-        dist.init_process_group(backend, init_method="xla://")
-    else:
-        dist.init_process_group(backend)
-    chan.send(Parallel(world_size=world, backend=backend,
-                       local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", world))))
+    name = dist_backend(device.type)
+    backend.join_process_group(name)
+    chan.send(Parallel(world_size=world, backend=name, local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", world))))
     return world
 
 
@@ -123,7 +109,6 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     chan.send(Phase("loading"))   # importing torch alone takes seconds: the stall clock starts here
     import torch
 
-    from tcbench.job import data as _data
     from tcbench.job.models import count_params
     from tcbench.job.backends import get_backend
 
@@ -134,14 +119,13 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     device = backend.setup(spec, os.environ.get("TCBENCH_XLA_CACHE", os.path.join(run_dir, "xla-cache")))
     if spec.debug and hasattr(backend, "trace"):   # the compiler's own trace, before anything is compiled
         backend.trace(os.path.join(run_dir, TRACE_DIR))
-    world = _init_data_parallel(chan, device)
+    world = _init_data_parallel(chan, backend, device)
 
     work = Workload(spec)
     model = work.model()
     n_params = count_params(model)
     flops = work.flops(n_params)          # before prepare: a factory's count runs on a meta-device copy
     backend.prepare(model, spec)          # under torchrun: wrapped in DistributedDataParallel
-    comm = getattr(backend, "comm", None)
     torch.manual_seed(spec.seed)
     # Encoding the data set happens here, before the meter: it is the same for every backend and batch size,
     # and its transient peak would otherwise dominate a small model's training memory.
@@ -150,19 +134,42 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     chan.send(Meta(n_params=n_params, flops_per_step=flops, device=str(device), task=work.task,
                    threads=torch.get_num_threads(), env=gpu_env(), mem_baseline_bytes=meter.baseline,
                    tokenizer=work.tokenizer_source))
+    it = _on_device(backend, batches, device, spec.steps)
+    if spec.eval_batches and not spec.compiled and chan.reports:   # the untrained model's loss: did it learn?
+        _send_eval(chan, spec, backend, work, device, "initial")
+    chan.send(Phase("compiling" if spec.compiled else "warmup"))
+    if not _run_steps(spec, chan, backend, it, world, meter, run_dir):
+        return
+    if spec.eval_batches and chan.reports:
+        _send_eval(chan, spec, backend, work, device, "final")
+    finish(chan, backend, spec, run_dir, "ok", "")
 
+
+def _on_device(backend, batches, device, steps: int):
+    """The training batches on the device: through the backend's own loader where it has one (XLA's
+    background copy), else moved one by one."""
     if hasattr(backend, "wrap_loader"):
         import itertools
 
-        it = backend.wrap_loader(list(itertools.islice(batches, spec.steps)))
-    else:
-        it = (_data.batch_on_device(b, device) for b in batches)
+        return backend.wrap_loader(list(itertools.islice(batches, steps)))
+    from tcbench.job import data as _data
+
+    return (_data.batch_on_device(b, device) for b in batches)
+
+
+def _send_eval(chan: Channel, spec: JobSpec, backend, work: "Workload", device, when: str) -> None:
+    chan.send(Phase("eval"))
+    losses = evaluate(spec, backend, work, device)
+    chan.send(Eval(eval_loss=sum(losses) / len(losses), losses=losses, when=when))
+
+
+def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: RssMeter, run_dir: str) -> bool:
+    """Warmup then the measured steps, one ``Step`` each; False when the job ended early (its loss diverged or
+    its memory went over the budget: the ``End`` is sent)."""
+    import torch
+
+    comm = getattr(backend, "comm", None)
     budget = None if spec.memory_budget_gb is None else spec.memory_budget_gb * 2**30
-    if spec.eval_batches and not spec.compiled and chan.reports:   # the untrained model's loss: did it learn?
-        chan.send(Phase("eval"))
-        losses = evaluate(spec, backend, work, device)
-        chan.send(Eval(eval_loss=sum(losses) / len(losses), losses=losses, when="initial"))
-    chan.send(Phase("compiling" if spec.compiled else "warmup"))
     steady_from: tuple | None = None    # (wall, cpu, schedstat wait) when the steady steps began
     # a rank's communication threads or a runtime's own (XLA) wait for a CPU by themselves: the main thread's wait
     main_only: bool | None = world > 1 or backend.runtime_threads
@@ -197,18 +204,14 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
             send_after_warmup(chan, backend, backend.counters())
         if loss is not None and not math.isfinite(loss):
             finish(chan, backend, spec, run_dir, "diverged", f"loss became {loss} at step {step} (lr={spec.lr})")
-            return
+            return False
         if budget is not None and mem > budget:
             finish(chan, backend, spec, run_dir, "oom",
                     f"peak memory {mem / 2**30:.2f} GiB at step {step} exceeds the profile's budget of "
                     f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
-            return
+            return False
     send_sched(chan, steady_from, main_only=main_only, cpus=cpus)
-    if spec.eval_batches and chan.reports:
-        chan.send(Phase("eval"))
-        losses = evaluate(spec, backend, work, device)
-        chan.send(Eval(eval_loss=sum(losses) / len(losses), losses=losses))
-    finish(chan, backend, spec, run_dir, "ok", "")
+    return True
 
 
 def evaluate(spec: JobSpec, backend, work: "Workload", device) -> list[float]:

@@ -20,6 +20,7 @@ import os
 from typing import Any
 
 from tcbench.job import factory as _factory
+from tcbench.job.backends import backend_class
 from tcbench.core.spec import JobSpec, SpecError, is_local_folder, is_factory
 
 
@@ -63,7 +64,7 @@ def check(spec: JobSpec) -> JobSpec:
         raise SpecError("nproc", spec.nproc, f"1..{cores // (spec.threads or 1)} with threads={spec.threads or 1}",
                         f"nproc={spec.nproc} processes × threads={spec.threads or 1} is more than the {cores} core(s) "
                         f"this process may use; allowed: nproc × threads <= {cores}")
-    _check_xla_devices(spec)
+    backend_class(spec.backend).preflight(spec)   # the machine's settings the backend needs (XLA's devices)
     factory_data = is_factory(spec.dataset)
     if factory_data:
         _factory.check(spec.dataset, "dataset")
@@ -84,16 +85,3 @@ def check(spec: JobSpec) -> JobSpec:
         changes["memory_budget_gb"] = float(profile(spec.profile).memory_budget_gb)
     changes = {k: v for k, v in changes.items() if getattr(spec, k) != v}
     return spec.replace(**changes) if changes else spec
-
-
-def _check_xla_devices(spec: JobSpec) -> None:
-    """An XLA data-parallel job on GPUs needs GPU_NUM_DEVICES to match its processes (the troubleshooting page's
-    "Missing XLA configuration" when it does not)."""
-    wanted = os.environ.get("GPU_NUM_DEVICES")
-    if spec.backend != "xla" or spec.nproc == 1 or wanted is None:
-        return
-    if wanted != str(spec.nproc):
-        raise SpecError("nproc", spec.nproc, f"{wanted} (GPU_NUM_DEVICES in the environment)",
-                        f"nproc={spec.nproc} but GPU_NUM_DEVICES={wanted}: torch_xla would fail with \"Missing XLA "
-                        f"configuration\"; set GPU_NUM_DEVICES={spec.nproc} (the devices per machine) or nproc={wanted}")
-

@@ -34,6 +34,7 @@ from typing import IO, Any, NoReturn, Protocol
 
 from tcbench.core.spec import JobSpec
 from tcbench.host.paths import home, private_dir
+from tcbench.job.backends import backend_class
 from tcbench.job.zygote import RUN_DIR, launcher_environ, receive, send
 
 LAUNCHER_ENV = "TCBENCH_LAUNCHER"
@@ -81,7 +82,7 @@ class Forked:
 
 def forkable(spec: JobSpec) -> bool:
     """Whether the launcher may fork this job: a plain worker job on a backend that runs in the launcher's imports."""
-    return spec.script is None and spec.world_size == 1 and spec.backend in ("eager", "inductor") and not spec.debug
+    return spec.script is None and spec.world_size == 1 and backend_class(spec.backend).forkable and not spec.debug
 
 
 def start_job(spec: JobSpec, argv: list[str], cwd: str, env: dict[str, str], msg_fd: int, log: IO[str],

@@ -4,13 +4,19 @@ A backend owns the device, the optimizer and the compiled step. The worker calls
 ``setup`` (device and caches, before any autograd), ``prepare`` (model and optimizer),
 then ``step`` + ``sync`` per optimizer step, ``counters`` and ``compile_phases`` after warmup, and
 ``counters``/``diagnostics``/``report`` at the end.
+
+Everything that differs between backends outside the training step is asked of the backend too, never decided
+from its name: the runner (the parent process, which never imports torch) reads the class attributes and calls
+the classmethods marked *parent side*, which import nothing heavy; a user's own script
+(``tcbench.job.track``, ``tcbench.job.hf``) calls those marked *script side*.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec
@@ -20,11 +26,79 @@ class BackendUnavailable(RuntimeError):
     """Raised by ``setup`` when this backend cannot run this spec here; the job's status is ``unavailable``."""
 
 
+class TrainerMismatch(RuntimeError):
+    """Raised by ``trainer_configured`` when a Trainer's arguments would measure another backend than the job's."""
+
+
 class Backend(Protocol):
     name: str
     # the backend's runtime runs worker threads of its own beside the job's (XLA's PJRT CPU client): their wait for a
     # CPU is the job's own doing, so only the main thread's wait can tell that another process took the CPU
     runtime_threads: bool
+    # the warm launcher (torch and transformers imported, nothing else) may fork this backend's plain worker jobs;
+    # a runtime that does not survive a fork (XLA's PJRT client) starts each job as a new process
+    forkable: bool
+    # cache="artifacts" fetches the team's stored compile artifacts for this backend's jobs (Inductor's)
+    shares_artifacts: bool
+    # the job trains on torch_xla's device: transformers must be imported with USE_TORCH_XLA=1 (else 0)
+    torch_xla: bool
+
+    # -- parent side: no torch import ------------------------------------------------------------------------------
+    @classmethod
+    def job_env(cls, spec: JobSpec, env: dict[str, str]) -> None:
+        """Add this backend's variables to a job process's environment ``env``, in place."""
+
+    @classmethod
+    def script_env(cls, cache: Path) -> dict[str, str]:
+        """The extra environment of a user's script job (its caches, set before the script creates a device);
+        ``cache``: the job's compile cache root."""
+
+    @classmethod
+    def compile_cache(cls, cache: Path) -> Path:
+        """The folder under the compile cache root ``cache`` this backend's compiler writes to (its files are
+        counted before and after the job)."""
+
+    @classmethod
+    def parallel_unavailable(cls, spec: JobSpec) -> str:
+        """Why this (data-parallel) job cannot run here, as the result's error text; "" when it can."""
+
+    @classmethod
+    def preflight(cls, spec: JobSpec) -> None:
+        """The machine's settings this backend needs for ``spec``, checked before any process starts; a mismatch
+        raises ``tcbench.core.spec.SpecError``."""
+
+    # -- script side: a user's own training loop -------------------------------------------------------------------
+    @classmethod
+    def collector(cls) -> Any:
+        """A ``tcbench.job.diagnostics.Collector`` for this backend's compiler, made before anything is compiled;
+        None without a compiler."""
+
+    @classmethod
+    def script_device(cls, spec: JobSpec | None) -> Any:
+        """The torch device a user's script trains on (``spec``: the job's, None outside a job)."""
+
+    @classmethod
+    def compile_script(cls, model: Any, optimizer: Any, spec: JobSpec, device: Callable[[], Any]) -> None:
+        """Switch this backend's compiler on for a user's model and optimizer (``optimizer`` may be None), in place;
+        ``device()`` gives the script's device."""
+
+    @classmethod
+    def end_script_step(cls) -> None:
+        """End a user's step before the device sync (a lazy backend cuts and launches the step's graph here)."""
+
+    @classmethod
+    def trainer_args(cls, args: Any, spec: JobSpec) -> dict[str, Any]:
+        """The changes to a Hugging Face ``TrainingArguments`` that switch this backend's compiler on (or off)."""
+
+    @classmethod
+    def trainer_configured(cls, args: Any) -> bool:
+        """Whether a Trainer's ``args`` already run this backend's compiler (True: the script is configured);
+        ``args`` that contradict the job raise ``TrainerMismatch`` (or RuntimeError when the Trainer cannot run
+        at all)."""
+
+    # -- the job process -------------------------------------------------------------------------------------------
+    def join_process_group(self, dist_name: str) -> None:
+        """Join torchrun's process group with torch.distributed's backend ``dist_name`` (``dist_backend``)."""
 
     def available(self) -> tuple[bool, str]:
         """(usable, reason) without creating a device; the reason says why not."""
@@ -57,6 +131,12 @@ class Backend(Protocol):
 
     def report(self) -> str:
         """The compiler's own report text (kept in the run's artifacts when debug=True)."""
+
+
+def dist_backend(device_type: str) -> str:
+    """The process group's backend for the job's device: NCCL on CUDA, XLA's own on an XLA device (TPU or
+    CUDA PJRT), gloo on CPU."""
+    return {"cuda": "nccl", "xla": "xla"}.get(device_type, "gloo")
 
 
 def autocast_ctx(device_type: str, precision: str):

@@ -2,17 +2,77 @@
 
 from __future__ import annotations
 
-import importlib.util
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from tcbench.core.spec import JobSpec
 from tcbench.job.factory import loss_of
-from tcbench.job.backends.base import adamw, autocast_ctx, data_parallel, local_device
+from tcbench.job.backends.base import TrainerMismatch, adamw, autocast_ctx, data_parallel, local_device
 
 
 class EagerBackend:
     name = "eager"
     runtime_threads = False
+    forkable = True
+    shares_artifacts = False
+    torch_xla = False
+
+    # -- parent side (base.Backend) -----------------------------------------------------------------------------
+    @classmethod
+    def job_env(cls, spec: JobSpec, env: dict[str, str]) -> None:
+        env["USE_TORCH_XLA"] = "0"   # else transformers believes it runs on XLA when torch_xla is installed
+
+    @classmethod
+    def script_env(cls, cache: Path) -> dict[str, str]:
+        return {}
+
+    @classmethod
+    def compile_cache(cls, cache: Path) -> Path:
+        return cache / "inductor"   # nothing compiled: the folder its compiled twin writes to, counted alike
+
+    @classmethod
+    def parallel_unavailable(cls, spec: JobSpec) -> str:
+        return ""
+
+    @classmethod
+    def preflight(cls, spec: JobSpec) -> None:
+        return None
+
+    # -- script side (base.Backend) -----------------------------------------------------------------------------
+    @classmethod
+    def collector(cls) -> Any:
+        return None   # no compiler: nothing to diagnose
+
+    @classmethod
+    def script_device(cls, spec: JobSpec | None) -> Any:
+        return local_device(spec)
+
+    @classmethod
+    def compile_script(cls, model: Any, optimizer: Any, spec: JobSpec, device: Callable[[], Any]) -> None:
+        return None   # the baseline runs as written
+
+    @classmethod
+    def end_script_step(cls) -> None:
+        return None
+
+    @classmethod
+    def trainer_args(cls, args: Any, spec: JobSpec) -> dict[str, Any]:
+        return dict(torch_compile=False, torch_compile_backend=None, torch_compile_mode=None) if args.torch_compile \
+            else {}
+
+    @classmethod
+    def trainer_configured(cls, args: Any) -> bool:
+        if args.torch_compile:
+            raise TrainerMismatch("the eager baseline would be compiled (torch_compile=True): pass the "
+                                  "TrainingArguments through tcbench.hf.training_args(args), which switches the "
+                                  "compiler per job")
+        return False
+
+    # -- the job process ----------------------------------------------------------------------------------------
+    def join_process_group(self, dist_name: str) -> None:
+        import torch.distributed as dist
+
+        dist.init_process_group(dist_name)
 
     def available(self) -> tuple[bool, str]:
         from tcbench.host.requirements import backend_status

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
-from typing import Any
+from typing import Any, Callable
 
 from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec
@@ -27,20 +26,52 @@ from tcbench.job.backends.eager import EagerBackend
 class InductorBackend(EagerBackend):
     name = "inductor"
     runtime_threads = False
+    shares_artifacts = True
 
+    # -- parent side (base.Backend) -----------------------------------------------------------------------------
+    @classmethod
+    def job_env(cls, spec: JobSpec, env: dict[str, str]) -> None:
+        super().job_env(spec, env)
+        if spec.debug:   # dynamo's own account of each recompile and graph break, in the job's log
+            env.setdefault("TORCH_LOGS", "recompiles,graph_breaks")
+
+    # -- script side (base.Backend) -----------------------------------------------------------------------------
+    @classmethod
+    def collector(cls) -> Any:
+        from tcbench.job.diagnostics import DynamoCollector
+
+        return DynamoCollector(cls.name)
+
+    @classmethod
+    def compile_script(cls, model: Any, optimizer: Any, spec: JobSpec, device: Callable[[], Any]) -> None:
+        """``model.compile()`` (forward and backward; ``state_dict`` keys unchanged) and ``optimizer.step``
+        compiled as tcbench's own inductor jobs do."""
+        mode = None if spec.compile_mode == "default" else spec.compile_mode
+        model.compile(mode=mode)
+        if optimizer is not None:
+            compile_optimizer_step(optimizer, mode)
+
+    @classmethod
+    def trainer_args(cls, args: Any, spec: JobSpec) -> dict[str, Any]:
+        return dict(torch_compile=True, torch_compile_backend="inductor",
+                    torch_compile_mode=None if spec.compile_mode == "default" else spec.compile_mode)
+
+    @classmethod
+    def trainer_configured(cls, args: Any) -> bool:
+        return bool(args.torch_compile)   # the script compiles itself: torch_compile=True
+
+    # -- the job process ----------------------------------------------------------------------------------------
     def available(self) -> tuple[bool, str]:
         from tcbench.host.requirements import backend_status
 
         return backend_status(self.name)   # torch's metadata and the C++ compiler Inductor calls ($CXX or g++)
 
     def setup(self, spec: JobSpec, cache_dir: str) -> Any:
-        from tcbench.job.diagnostics import setup as diagnose
-
         device = super().setup(spec, cache_dir)
         self.spec, self.artifacts = spec, os.environ.get(artifacts.ENV)
         self.artifact_fields, self.artifact_state = None, None
         self.isa_checked = device.type != "cpu"
-        self.diag = diagnose("inductor")   # before anything is compiled: graph breaks and recompiles from here on
+        self.diag = self.collector()   # before anything is compiled: graph breaks and recompiles from here on
         return device
 
     def prepare(self, model: Any, spec: JobSpec) -> None:
@@ -158,6 +189,22 @@ def compile_phases() -> CompilePhases:
     frame, backend, backward, inductor = (took.get(n, 0.0) for n in (FRAME, BACKEND, LAZY_BACKWARD, INDUCTOR))
     return CompilePhases(compile_dynamo_s=max(frame - backend, 0.0),
                          compile_aot_s=max(backend + backward - inductor, 0.0), compile_backend_s=inductor, **caches)
+
+
+def compile_optimizer_step(optimizer: Any, mode: str | None) -> None:
+    """A user's ``optimizer.step`` compiled in place; an LR scheduler made before or after still sees its steps."""
+    import types
+
+    import torch
+
+    compiled = torch.compile(optimizer.step, mode=mode)
+
+    def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return compiled(*args, **kwargs)
+
+    if hasattr(optimizer.step, "_wrapped_by_lr_sched"):   # a scheduler made before: it still sees its step
+        step._wrapped_by_lr_sched = True                  # type: ignore[attr-defined]
+    optimizer.step = types.MethodType(step, optimizer)
 
 
 def repeated_blocks(model: Any) -> tuple[str, list]:
