@@ -86,9 +86,9 @@ def _job(data: dict, spec: tc.JobSpec, store: tc.Store) -> dict:
         t0 = time.monotonic()
         res = tc.run(spec, store=store, label="lr-transfer")
         data["jobs"][key] = {"batch": spec.batch_size, "lr": float(f"{spec.lr:.6g}"), "steps": spec.steps,
-                             "status": res.status, "run_id": res.run_id, "eval_loss": res.extra.get("eval_loss"),
-                             "eval_loss_se": res.extra.get("eval_loss_se"),
-                             "eval_loss_initial": res.extra.get("eval_loss_initial"),
+                             "status": res.status, "run_id": res.run_id, "eval_loss": res.extra.eval_loss,
+                             "eval_loss_se": res.extra.eval_loss_se,
+                             "eval_loss_initial": res.extra.eval_loss_initial,
                              "samples": spec.batch_size * len(res.records), "wall_s": round(time.monotonic() - t0, 1)}
         _save(data)
         j = data["jobs"][key]

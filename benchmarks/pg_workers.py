@@ -50,7 +50,7 @@ def _fake(job_s: float, kill_marker: Path | None = None):
                              loss=1.0 / (1 + step * spec.lr * 100))
             res.records.append(rec)
             (observer or (lambda e: None))({"type": "step", "record": rec, "run_id": round})
-        res.extra["eval_loss"] = res.records[-1].loss
+        res.extra.eval_loss = res.records[-1].loss
         return res
     return run
 

@@ -57,8 +57,8 @@ def timed_job(spec: tc.JobSpec, launcher: str) -> dict:
     os.environ["TCBENCH_LAUNCHER"] = launcher
     t0 = time.monotonic()
     r = tc.run(spec, observer)
-    if not r.ok or r.extra.get("launcher") != launcher:
-        raise RuntimeError(f"{spec.backend} job ({launcher}): {r.status} by {r.extra.get('launcher')}: {r.error}\n"
+    if not r.ok or r.extra.launcher != launcher:
+        raise RuntimeError(f"{spec.backend} job ({launcher}): {r.status} by {r.extra.launcher}: {r.error}\n"
                            f"{r.log_tail[-1500:]}")
     first = marks.get("compiling", marks.get("warmup"))
     warm = [x.step_s for x in r.records if x.warmup]

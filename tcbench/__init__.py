@@ -25,10 +25,12 @@ from tcbench.store.history import comparisons, get_run, runs, steps
 from tcbench.runner.preflight import check as preflight
 from tcbench.core.profiles import Profile, profile, profile_names, profiles
 from tcbench.measure.metrics import VERDICT_KINDS, break_even_steps
+from tcbench.core.extras import JobExtras
+from tcbench.view.format import html_table
 from tcbench.core.results import JobFigures, JobResult, StepRecord
 from tcbench.runner.process import backend_status, run
 
-from tcbench.core.spec import (BACKENDS, CACHE_MODES, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec,
+from tcbench.core.spec import (BACKENDS, CACHE_MODES, NATIVE, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec,
                                 SpecError)
 from tcbench.store.api import Store, StoreError, StoreMissing
 from tcbench.job.track import StopTraining, compile_for_backend, device, track
@@ -65,7 +67,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 __all__ = [
-    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "StepRecord", "Comparison", "NoiseFloor", "Store", "StoreError", "StoreMissing", "Profile",
+    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "JobExtras", "StepRecord", "html_table", "NATIVE", "Comparison", "NoiseFloor", "Store", "StoreError", "StoreMissing", "Profile",
     "run", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",

@@ -227,7 +227,7 @@ class CompileTab:
         table = result.table()
         shown = table[[c for c in TABLE_COLUMNS if c in table.columns]].copy()   # each configuration once
         shown["parity"] = shown["parity"].map(lambda v: "–" if v is None or v != v else v)
-        self.table.value = shown.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="–")
+        self.table.value = tc.html_table(shown)
         self.draw(table, native_median_ms(result))
 
     def draw(self, table: pd.DataFrame, native_ms: float | None) -> None:

@@ -27,7 +27,7 @@ import ipywidgets as w
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tcbench import BACKENDS, plots
+from tcbench import BACKENDS, NATIVE, plots
 
 PANELS = ("throughput", "memory", "loss", "step_time")
 _TITLES = ("Throughput (samples/s, higher is better)", "Peak memory (MiB)", "Training loss",
@@ -53,7 +53,7 @@ def _color(backend: str) -> str:
 
 def live_speedup_label(backend: str, value: float | None, rnd: int, rounds: int) -> str:
     """The throughput bar's text while jobs run: ``"1.95× (round 1 of 3)"`` (a live estimate, no interval yet)."""
-    if backend == "eager":
+    if backend == NATIVE:
         return "baseline"
     if value is None or not math.isfinite(value):
         return "—"
@@ -236,7 +236,8 @@ class LiveFigures:
             self._dirty, self._last_flush = False, now
             snap = {b: (list(s.steps), list(s.step_ms), list(s.loss_steps), list(s.losses), s.samples_s,
                         s.peak_mb, s.warmup_last) for b, s in self._series.items() if (PANELS[0], b) in self._index}
-            texts = {b: self._bar_text(b, v[4], snap["eager"][4] if "eager" in snap else None) for b, v in snap.items()}
+            native = snap[NATIVE][4] if NATIVE in snap else None
+            texts = {b: self._bar_text(b, v[4], native) for b, v in snap.items()}
             budget_mb = self.budget_mb
         shapes, notes = budget_marks(budget_mb, max((v[5] for v in snap.values()), default=0.0))
         warm = [v[6] for v in snap.values() if v[6] is not None]
@@ -265,7 +266,7 @@ class LiveFigures:
             return self._final[backend]
         if not tp:
             return ""
-        sp = tp / eager_tp if eager_tp and backend != "eager" else None
+        sp = tp / eager_tp if eager_tp and backend != NATIVE else None
         return live_speedup_label(backend, sp, self._round.get(backend, 0), self.rounds)
 
     def load(self, cmp: Any, budget_gb: float | None = None) -> None:

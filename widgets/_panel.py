@@ -82,7 +82,7 @@ class Workbench:
         self.status, self.summary, self.words = _html("tcb-status"), _html("tcb-summary"), _html("tcb-words")
         self.noise_text, self.failures, self.log = _html("tcb-noise-floor"), _html("tcb-failures"), _html("tcb-log")
         self.progress = JobProgress()
-        self.figures = LiveFigures(["eager", *self.controls.selected_backends()])
+        self.figures = LiveFigures([tc.NATIVE, *self.controls.selected_backends()])
         self.export_path = w.Text(placeholder="report path (default: tcbench-comparison-<id>.html)",
                                   layout=w.Layout(width="360px"))
         self.export_path.add_class("tcb-export-path")
@@ -177,7 +177,7 @@ class Workbench:
         spec, backends, how = self.controls.spec, self.controls.selected_backends(), self.controls.round_args()
         rounds = how.get("rounds", 0)    # 0: adaptive, the number is known at the end
         # the budget line comes from the engine's checked spec (its "start" event): one rule for API, CLI and panel
-        self.figures.reset(["eager", *backends], budget_mb=None, rounds=rounds)
+        self.figures.reset([tc.NATIVE, *backends], budget_mb=None, rounds=rounds)
         self.summary.value = self.words.value = self.failures.value = ""
         self.comparison = None
         job = (f"{spec.model} ({spec.size}) · {batch_text(spec)} × seq {spec.seq_len}" if spec.script is None

@@ -66,7 +66,7 @@ def _table_html(df: pd.DataFrame) -> str:
     """A DataFrame as a scrollable HTML table, its column names in words (``_column``)."""
     shown = df.rename(columns=_column)
     return ("<div style='overflow:auto;max-height:420px'>"
-            + shown.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="–") + "</div>")
+            + tc.html_table(shown) + "</div>")
 
 
 def parse_counts(field: str, text: str, high: int | None = None, at_least: int = 1,

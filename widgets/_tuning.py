@@ -151,7 +151,7 @@ class TuningTab:
         return self._start(self._find)
 
     def _find(self, spec: Any) -> None:
-        backends = ("eager", *(self.controls.selected_backends() if self.include_compiled.value else ()))
+        backends = (tc.NATIVE, *(self.controls.selected_backends() if self.include_compiled.value else ()))
         self.message.value = f"<p>Probing batch sizes for {', '.join(backends)} …</p>"
         probes: list[str] = []
 
@@ -165,9 +165,9 @@ class TuningTab:
                                memory_budget_gb=budget, probe_steps=3)
         self.max_batch = mb
         table = mb.table()
-        self.table.value = table.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="–")
-        compiled = [b for b in backends if b != "eager" and mb.max_batch.get(b)]
-        best = mb.max_batch.get(compiled[0]) if compiled else mb.max_batch.get("eager")
+        self.table.value = tc.html_table(table)
+        compiled = [b for b in backends if b != tc.NATIVE and mb.max_batch.get(b)]
+        best = mb.max_batch.get(compiled[0]) if compiled else mb.max_batch.get(tc.NATIVE)
         if best:
             self.new_batch.value = int(best)
         self.message.value = (f"<p>Largest batch that fits: " + html.escape(
@@ -204,7 +204,7 @@ class TuningTab:
 
     def _show_prediction(self, p: Any) -> None:
         self.prediction = p
-        self.table.value = p.table().to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="–")
+        self.table.value = tc.html_table(p.table())
         self.message.value = f"<p>{html.escape(p.describe())}</p>"
         self.advice.value = f"<p><b>Which rule?</b> {html.escape(p.advice())}</p>"
 
@@ -246,7 +246,7 @@ class TuningTab:
                                    budget=self.sample_budget.value, seeds=int(self.seeds.value), storage=storage,
                                    study_name=name)
         self.show_study(storage, self.retune.storage, self.retune.study_name)
-        self.table.value = self.retune.summary().to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="–")
+        self.table.value = tc.html_table(self.retune.summary(), digits=4)
         r = self.retune
         pred = (f" Predicted from the gradient noise scale: {r.prediction.lr:.3g} ({r.prediction.noise.describe()})."
                 if r.prediction is not None else f" No prediction: {r.prediction_note}.")

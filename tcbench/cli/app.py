@@ -24,7 +24,7 @@ from tcbench.cli.common import (MEASUREMENT, MULTI_NODE, OUTPUT, Formatter, add_
 from tcbench.cli.progress import Progress
 from tcbench.cli.tables import RUN_COLUMNS, people, print_comparison
 from tcbench.cli.tables import COMPARE_COLUMNS, RUNS_COLUMNS, STEPS_COLUMNS  # noqa: F401 (re-exported, as before)
-from tcbench.core.spec import BACKENDS
+from tcbench.core.spec import BACKENDS, NATIVE
 from tcbench.store.api import StoreError
 
 # the job options of compare-script (the rest is the script's business), in JobSpec's order
@@ -35,7 +35,7 @@ SCRIPT_FIELDS = ("batch_size", "seq_len", "steps", "warmup_steps", "profile", "l
 def _compared(names: list[str]) -> list[str]:
     """The backends compared with the eager baseline: a leading ``eager`` is the baseline itself, so
     ``eager,inductor`` compares inductor and ``eager,eager`` runs eager against itself (A/A)."""
-    rest = names[1:] if names[0] == "eager" else names
+    rest = names[1:] if names[0] == NATIVE else names
     if not rest:
         raise ValueError("--backends 'eager': nothing to compare the baseline with; add a compiled backend "
                          "(eager,inductor) or eager again for an A/A run (eager,eager)")

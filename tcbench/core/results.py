@@ -1,5 +1,7 @@
 """Result dataclasses: StepRecord (one optimizer step), JobFigures (what a job's steps add up to) and
-JobResult (one job: its spec, how it ended, its figures and its environment).
+JobResult (one job: its spec, how it ended, its figures, its environment and its typed extras,
+``tcbench.core.extras.JobExtras``). ``CompilePhases``, the compile-time figures a job reports, lives with the other
+reported records in ``tcbench.core.extras``.
 
 Each has one list of fields; the store's columns and the history readers are derived from them
 (``tcbench.store.api``). A new figure is added here; to be shown, it also needs its entry (label, unit,
@@ -12,10 +14,11 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import pandas as pd
 
+from tcbench.core.extras import CompilePhases, JobExtras
 from tcbench.core.spec import JobSpec
 
 
@@ -41,34 +44,6 @@ class StepRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class CompilePhases:
-    """Where a compiled job's compile time went, as its compiler timed it during the warmup steps (torch.compile:
-    ``torch._dynamo.utils.compile_times``; XLA: its ``CompileTime`` metric); None where the compiler does not say,
-    and for eager.
-
-    ``compile_dynamo_s``: Dynamo tracing Python bytecode into graphs; ``compile_aot_s``: AOTAutograd (tracing the
-    joint forward/backward graph, partitioning it, the backward's lazy compile) outside the backend;
-    ``compile_backend_s``: the backend's code generation and compile (Inductor's ``compile_fx_inner`` for every
-    graph, a C++ compile or a load from its FX graph cache; XLA's compile). The cache state of each phase: Dynamo
-    traces again in every process (torch 2.9 keeps no Dynamo cache); ``aot_cache_hits`` / ``aot_cache_misses``
-    count the graphs found in / missing from AOTAutograd's cache, ``fx_cache_hits`` / ``fx_cache_misses`` those of
-    Inductor's FX graph cache. ``artifact_key`` / ``artifact_state``: the compile artifacts of the job's key
-    (``tcbench.job.artifacts``) and what became of them.
-    """
-
-    compile_dynamo_s: float | None = None
-    compile_aot_s: float | None = None
-    compile_backend_s: float | None = None
-    aot_cache_hits: int | None = None
-    aot_cache_misses: int | None = None
-    fx_cache_hits: int | None = None
-    fx_cache_misses: int | None = None
-    compiled_regions: str | None = None   # compile_scope="blocks": the blocks compiled ("transformer.h: 2 × GPT2Block")
-    artifact_key: str | None = None     # the key of the job's compile artifacts (tcbench.job.artifacts)
-    artifact_state: str | None = None   # loaded / saved / refused / none stored, in words
 
 
 COMPILE_PHASE_NAMES = tuple(f.name for f in dataclasses.fields(CompilePhases))
@@ -165,10 +140,16 @@ def aa_label(backend: str) -> str:
     return backend + AA
 
 
-def backend_of(label: str) -> str:
-    """The backend behind a job label (``"eager (A/A)"`` -> ``"eager"``): for callers that hold a label only
-    (a plot's trace name); a ``JobResult`` has its backend in ``spec.backend``."""
-    return label[:-len(AA)] if label.endswith(AA) else label
+def default_label(backend: str) -> str:
+    """The label of ``backend``'s default configuration among searched ones (``tune_compile``): "inductor · default"."""
+    return f"{backend} · default"
+
+
+def standing_for(backends: Iterable[str]) -> dict[str, str]:
+    """The job labels that stand for a backend itself, each with its backend: the backend's own name, its A/A twin
+    and its default configuration (figures give them the backend's colour). A lookup of the labels tcbench makes,
+    never a parse of one."""
+    return {label: b for b in backends for label in (b, aa_label(b), default_label(b))}
 
 
 @dataclass
@@ -177,7 +158,8 @@ class JobResult:
 
     ``env``: the environment the job ran in (versions, CPU, threads, load at start and end, host),
     stored with the run; reports are built from it, never from the machine that renders them.
-    ``round`` and ``label`` place the job in its comparison (``label`` is e.g. ``"eager (A/A)"``).
+    ``round`` and ``label`` place the job in its comparison (``label`` is e.g. ``"eager (A/A)"``). ``extra``: what
+    the job reported beside its steps (``JobExtras``: the held-out loss, counters, diagnostics, the noise scale, ...).
     """
 
     spec: JobSpec
@@ -195,7 +177,7 @@ class JobResult:
     round: int = 0
     label: str = ""
     env: dict = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
+    extra: JobExtras = field(default_factory=JobExtras)
 
     def __getattr__(self, name: str) -> Any:
         # the figures read as the result's own attributes (result.median_step_s, result.mfu, ...)

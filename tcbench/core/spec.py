@@ -22,6 +22,7 @@ from typing import Any
 from tcbench.core.catalog import MODELS, SIZES, max_positions
 
 BACKENDS = ("eager", "inductor", "xla")
+NATIVE = BACKENDS[0]   # the baseline every compiled job is compared with: native PyTorch
 PRECISIONS = ("fp32", "bf16", "fp16")
 PADDINGS = ("max_length", "longest", "bucket")
 INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -135,7 +136,7 @@ class JobSpec:
     dropout: ``None`` keeps the architecture's default; ``0.0`` makes eager and compiled jobs
     draw no random masks, for a tight loss-parity check.
     eval_batches: after training, the mean loss over this many batches of the held-out ``eval`` split
-    (0: no evaluation); reported as ``JobResult.extra["eval_loss"]``.
+    (0: no evaluation); reported as ``JobResult.extra.eval_loss``.
     memory_budget_gb: the per-device memory a job may use; None takes the instance profile's budget
     when the job starts (``"this-machine"`` has none); a CPU job whose measured peak exceeds it is ``oom``.
     profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
@@ -166,7 +167,7 @@ class JobSpec:
     script does not say), and ``steps`` caps the steps it is measured for.
     noise_micro_batches: 0 (off), or k >= 2 dividing ``batch_size``: each step's gradient is taken over k
     micro-batches separately (the same update) to measure the gradient noise scale (``tcbench.tuning.noise``;
-    eager, fp32 only); the estimate is ``JobResult.extra["noise_scale"]``.
+    eager, fp32 only); the estimate is ``JobResult.extra.noise_scale``.
     nproc: data-parallel processes on this machine (1: a single process). N > 1 runs the job under torchrun
     (``torch.distributed.run``) with DistributedDataParallel — gloo on CPU, NCCL on CUDA — each process on its
     own shard of the data with the same seed; ``batch_size`` is per process, the global batch
@@ -343,7 +344,7 @@ class JobSpec:
     @property
     def compiled(self) -> bool:
         """True for the compiler backends (inductor, xla)."""
-        return self.backend != "eager"
+        return self.backend != NATIVE
 
     @property
     def model_kind(self) -> str:

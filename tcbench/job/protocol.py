@@ -12,7 +12,9 @@ group), ``meta`` (after model and data load), ``eval`` (held-out losses, before 
 (one per optimizer step), ``counters`` and ``compile_times`` (after warmup), ``sched`` (the steady steps' CPU and
 run-queue time), ``end`` (how it ended; a data-parallel rank other than the reporting one sends its ``end`` alone, with ``rank``).
 
-Imports only the standard library and ``tcbench.core``: both sides of the pipe share it.
+Imports only the standard library and ``tcbench.core``: both sides of the pipe share it. A message that carries a
+record the result keeps extends it (``Step``: ``StepRecord``; ``CompileTimes``, ``Compiler``, ``Sched``: the records of
+``tcbench.core.extras``).
 """
 
 from __future__ import annotations
@@ -22,15 +24,11 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from dataclasses import dataclass
+from typing import ClassVar, Union
 
-from tcbench.core.results import CompilePhases, StepRecord
-
-
-def _optional(default: Any = None) -> Any:
-    """A field sent only while it is set (not None)."""
-    return field(default=default, metadata={"optional": True})
+from tcbench.core.extras import CompilePhases, CompilerSettings, SchedTimes, optional_field
+from tcbench.core.results import StepRecord
 
 
 @dataclass(frozen=True)
@@ -50,17 +48,13 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class Compiler:
-    """A compiled backend's configuration, announced once before training."""
+class Compiler(CompilerSettings):
+    """A compiled backend's configuration (``CompilerSettings``' fields), announced once before training."""
 
     kind: ClassVar[str] = "compiler"
-    backend: str
-    mode: str
-    precision: str
-    debug: bool
-    scope: str = "model"   # JobSpec.compile_scope
-    optimizer: bool = True   # JobSpec.compile_optimizer
-    cpp_wrapper: bool = False
+
+    def settings(self) -> CompilerSettings:
+        return CompilerSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(CompilerSettings)})
 
 
 @dataclass(frozen=True)
@@ -85,7 +79,7 @@ class Meta:
     threads: int | None
     env: dict
     mem_baseline_bytes: int
-    tokenizer: str | None = _optional()   # where the tokenizer came from (tcbench's worker on text data)
+    tokenizer: str | None = optional_field()   # where the tokenizer came from (tcbench's worker on text data)
 
 
 @dataclass(frozen=True)
@@ -94,9 +88,9 @@ class Step(StepRecord):
     all-reduce."""
 
     kind: ClassVar[str] = "step"
-    allreduce_bytes: int | None = _optional()   # rank 0's view of this step's all-reduce
-    allreduce_s: float | None = _optional()
-    buckets: int | None = _optional()
+    allreduce_bytes: int | None = optional_field()   # rank 0's view of this step's all-reduce
+    allreduce_s: float | None = optional_field()
+    buckets: int | None = optional_field()
 
     def record(self) -> StepRecord:
         return StepRecord(**{f.name: getattr(self, f.name) for f in dataclasses.fields(StepRecord)})
@@ -132,17 +126,13 @@ class Eval:
 
 
 @dataclass(frozen=True)
-class Sched:
-    """Over the steady steps: wall, CPU and run-queue wait seconds and the hypervisor's steal share."""
+class Sched(SchedTimes):
+    """Over the steady steps: wall, CPU and run-queue wait seconds and the steal share (``SchedTimes``' fields)."""
 
     kind: ClassVar[str] = "sched"
-    wall_s: float
-    cpu_s: float
-    wait_s: float | None
-    steal_share: float | None
-    wait_main_only: bool = False
-    cpus: list[int] | None = _optional()   # the CPUs the steady steps were pinned to (None: not pinned)
-    others_share: float | None = _optional()   # the share of those CPUs' time other processes used
+
+    def times(self) -> SchedTimes:
+        return SchedTimes(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SchedTimes)})
 
 
 @dataclass(frozen=True)
@@ -152,11 +142,11 @@ class End:
     kind: ClassVar[str] = "end"
     status: str
     error: str = ""
-    counters: dict | None = _optional()
-    diagnostics: dict | None = _optional()   # graph breaks, recompiles, fallbacks, host transfers
-    noise: list | None = _optional()         # per-step micro-batch gradient norms (noise_micro_batches > 1)
-    traceback: str | None = _optional()
-    rank: int | None = _optional()
+    counters: dict | None = optional_field()
+    diagnostics: dict | None = optional_field()   # graph breaks, recompiles, fallbacks, host transfers
+    noise: list | None = optional_field()         # per-step micro-batch gradient norms (noise_micro_batches > 1)
+    traceback: str | None = optional_field()
+    rank: int | None = optional_field()
 
 
 Message = Union[Log, Phase, Compiler, Parallel, Meta, Step, Counters, CompileTimes, Eval, Sched, End]

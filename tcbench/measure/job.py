@@ -11,6 +11,7 @@ import statistics
 from statistics import median
 from typing import Any, Sequence
 
+from tcbench.core.extras import AllReduceSummary, NoiseScale, SchedTimes
 from tcbench.core.results import JobFigures, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.measure.metrics import job_figures
@@ -23,12 +24,13 @@ def counted_batch_size(spec: JobSpec, records: Sequence[StepRecord]) -> int:
     return max(1, round(median(sizes))) if spec.script is not None and sizes else spec.batch_size
 
 
-def wait_share(sched: dict, threads: int) -> float | None:
+def wait_share(sched: SchedTimes | None, threads: int) -> float | None:
     """The share of the steady time the job's threads were runnable but waiting for a CPU, from its ``Sched``
     values: over wall x threads, or over wall alone when the wait is a data-parallel rank's main thread's."""
-    wait = sched.get("wait_s")
-    waiting = 1 if sched.get("wait_main_only") else threads   # a rank's main thread alone, or every thread
-    return None if wait is None or not sched.get("wall_s") else wait / (sched["wall_s"] * waiting)
+    if sched is None or sched.wait_s is None or not sched.wall_s:
+        return None
+    waiting = 1 if sched.wait_main_only else threads   # a rank's main thread alone, or every thread
+    return sched.wait_s / (sched.wall_s * waiting)
 
 
 def datasheet_peak(profile_name: str, precision: str) -> dict:
@@ -56,17 +58,18 @@ def compile_counts(counters: dict | None, after_warmup: dict | None) -> dict:
     return {"recompiles_after_warmup": recompiles, "graph_breaks": counters.get("graph_breaks")}
 
 
-def figures(records: Sequence[StepRecord], spec: JobSpec, probe: dict, threads: int, sched: dict,
+def figures(records: Sequence[StepRecord], spec: JobSpec, probe: dict, threads: int, sched: SchedTimes | None,
             **given: Any) -> JobFigures:
     """A job's figures (``metrics.job_figures``) from its records, its spec, the MFU reference, its threads, its
     ``Sched`` values and ``given``: what it reported itself (n_params, flops_per_step, ``compile_counts``)."""
     return job_figures(records, counted_batch_size(spec, records), spec.warmup_steps, threads=threads,
-                       wait_share=wait_share(sched, threads), steal_share=sched.get("steal_share"),
-                       others_share=sched.get("others_share"), probe=probe,
+                       wait_share=wait_share(sched, threads), steal_share=sched.steal_share if sched else None,
+                       others_share=sched.others_share if sched else None, probe=probe,
                        blocks=spec.world_size > 1, **given)
 
 
-def allreduce_summary(rows: Sequence[Sequence], records: Sequence[StepRecord], warmup_steps: int) -> dict | None:
+def allreduce_summary(rows: Sequence[Sequence], records: Sequence[StepRecord],
+                      warmup_steps: int) -> AllReduceSummary | None:
     """The steady steps' gradient all-reduce from rows ``[step, bytes, seconds, buckets]``: bytes and milliseconds
     per step (median, IQR) and its share of the step (communication / step time; the buckets overlap the backward,
     so this bounds what overlap could hide). None without a steady row."""
@@ -77,8 +80,8 @@ def allreduce_summary(rows: Sequence[Sequence], records: Sequence[StepRecord], w
     ms = sorted(r[2] * 1e3 for r in rows)
     q = statistics.quantiles(ms, n=4) if len(ms) > 1 else [ms[0]] * 3
     shares = [r[2] / steps[r[0]] for r in rows if steps.get(r[0])]
-    return {"bytes_per_step": int(median(r[1] for r in rows)), "ms_median": q[1], "ms_q1": q[0], "ms_q3": q[2],
-            "buckets": rows[-1][3], "steps": len(rows), "share_of_step": median(shares) if shares else None}
+    return AllReduceSummary(bytes_per_step=int(median(r[1] for r in rows)), ms_median=q[1], ms_q1=q[0], ms_q3=q[2],
+                            buckets=rows[-1][3], steps=len(rows), share_of_step=median(shares) if shares else None)
 
 
 def standard_error(values: Sequence[float]) -> float | None:
@@ -93,11 +96,11 @@ def noise_steps(samples: Sequence[dict], warmup_steps: int) -> list[dict]:
     return steady[len(steady) // 2:] if len(steady) >= 4 else steady
 
 
-def job_noise_scale(samples: Sequence[dict], spec: JobSpec, run_id: int | None = None) -> dict:
-    """``{"noise_scale": NoiseScale as a dict}``, or ``{"noise_scale_error": why}`` (too few steady steps)."""
+def job_noise_scale(samples: Sequence[dict], spec: JobSpec, run_id: int | None = None) -> tuple[NoiseScale | None, str]:
+    """(the job's ``NoiseScale``, "") or (None, why not: too few steady steps)."""
     try:
         est = estimate(noise_steps(samples, spec.warmup_steps), spec.batch_size,
                        spec.batch_size // spec.noise_micro_batches, run_id=run_id, seed=spec.seed)
     except ValueError as exc:   # too few steady steps (the job ended early)
-        return {"noise_scale_error": str(exc)}
-    return {"noise_scale": est.to_dict()}
+        return None, str(exc)
+    return est, ""

@@ -20,57 +20,14 @@ shrinks as training converges: when the interval's |G|² reaches 0 the noise sca
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from tcbench.core.extras import NoiseScale
+
 BOOTSTRAP = 2000
-
-
-@dataclass(frozen=True)
-class NoiseScale:
-    """A measured gradient noise scale B_simple (in samples) with its 95 % interval (``high`` None: unbounded)."""
-
-    b_simple: float | None   # tr(Σ) / |G|², samples; None when |G|² came out <= 0 (noise-dominated)
-    low: float | None        # None: nearly every resample had |G|² <= 0 (far beyond what this batch resolves)
-    high: float | None       # None: unbounded above
-    tr_sigma: float          # mean per-sample gradient variance trace over the steps used
-    g2: float                # mean estimated |G|² (the true gradient's squared norm)
-    batch_size: int          # B: the job's batch
-    micro_batch: int         # b: the micro-batch size (B / k)
-    steps: int               # the steady steps the estimate uses
-    run_id: int | None = None
-
-    @property
-    def bounded(self) -> bool:
-        """Whether the interval has an upper end (|G|² resolved above 0)."""
-        return self.high is not None
-
-    def describe(self) -> str:
-        if self.b_simple is None:
-            bound = f"at least {fmt_samples(self.low)} samples" if self.low is not None else "no finite bound either"
-            return (f"gradient noise scale not resolved (|G|² ≤ 0 over {self.steps} steps): the gradient is noise-"
-                    f"dominated at batch {self.batch_size} ({bound}); the rules' large-B_noise limits apply")
-        high = "∞" if self.high is None else fmt_samples(self.high)
-        return (f"gradient noise scale B_simple ≈ {fmt_samples(self.b_simple)} samples (95 % interval {fmt_samples(self.low)}–{high}; "
-                f"{self.steps} steps, micro-batches of {self.micro_batch} in batches of {self.batch_size})")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "NoiseScale":
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def fmt_samples(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
 
 
 def per_step(small_sq: np.ndarray, big_sq: np.ndarray, batch: int, micro: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """Fit this machine's all-reduce link (α, B) from measured all-reduces, for ``project_scaling(profiles=["this-machine"])``.
 
 The measurement is a data-parallel job's own: its DDP communication hook times every gradient bucket's all-reduce
-(``extra["allreduce_steps"]``); ``link_samples`` turns finished jobs into plain data, ``[{"bytes": D, "seconds": t},
+(``JobResult.extra.allreduce_steps``); ``link_samples`` turns finished jobs into plain data, ``[{"bytes": D, "seconds": t},
 ...]``, D the size of one all-reduced bucket (not the ring traffic), and ``calibrate_link`` takes either.
 """
 
@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from tcbench.core.extras import JobExtras
 from tcbench.parallel.projection import LinkAssumptions, bad_value
 
 
@@ -25,17 +26,17 @@ def link_samples(results: Iterable[Any]) -> "Any":
     rows = []
     for i, res in enumerate(results):
         extra = getattr(res, "extra", None)
-        if not isinstance(extra, Mapping):
+        if not isinstance(extra, JobExtras):
             raise bad_value(f"results[{i}]", res, "use the JobResult of a finished data-parallel job (tc.run(spec))")
-        steps = extra.get("allreduce_steps") or []
+        steps = extra.allreduce_steps
         if not steps:
             raise bad_value(f"results[{i}]", f"run {getattr(res, 'run_id', None)} ({getattr(res, 'status', '?')})",
-                       "use a job that ran with nproc > 1 and measured its all-reduce (extra['allreduce_steps'])")
+                       "use a job that ran with nproc > 1 and measured its all-reduce (extra.allreduce_steps)")
         warm = res.spec.warmup_steps
         for step, nbytes, secs, buckets in steps:
             if step >= warm and buckets and secs > 0:
                 rows.append({"bytes": int(nbytes // buckets), "seconds": secs / buckets, "run_id": res.run_id,
-                             "world_size": extra.get("world_size"), "step": step})
+                             "world_size": extra.world_size, "step": step})
     return pd.DataFrame(rows, columns=["bytes", "seconds", "run_id", "world_size", "step"])
 
 

@@ -51,7 +51,7 @@ class ScalingResult:
                  for b, r in zip(base, runs) if b.ok and r.ok]
         # same batch per process: throughput(n) ÷ ((n/first) × throughput(first)) = t(first) ÷ t(n)
         factor, low, high = ratio_interval(pairs) if n != self.nprocs[0] else (1.0, None, None)
-        ar = [r.extra.get("allreduce") or {} for r in ok]
+        ar = [r.extra.allreduce for r in ok]
         parity, note = None, ""
         if n in self.parity_runs and ok:
             one = self.parity_runs[n]
@@ -61,9 +61,9 @@ class ScalingResult:
         return dict(nproc=n, global_batch=self.spec.batch_size * n, ok_runs=f"{len(ok)}/{len(runs)}",
                     median_step_ms=med([r.figures.median_step_s * 1e3 for r in ok]),
                     samples_s=med([r.figures.samples_s for r in ok]), scaling_factor=factor, ci_low=low, ci_high=high,
-                    allreduce_mib=med([a.get("bytes_per_step", 0) / 2**20 if a else None for a in ar]),
-                    allreduce_ms=med([a.get("ms_median") for a in ar]),
-                    comm_share=med([a.get("share_of_step") for a in ar]), parity=parity, parity_note=note,
+                    allreduce_mib=med([a.bytes_per_step / 2**20 if a else None for a in ar]),
+                    allreduce_ms=med([a.ms_median if a else None for a in ar]),
+                    comm_share=med([a.share_of_step if a else None for a in ar]), parity=parity, parity_note=note,
                     verdict=self._verdict(n, runs, factor, low, high))
 
     def _verdict(self, n: int, runs: list, factor: Any, low: Any, high: Any) -> str:

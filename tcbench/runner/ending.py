@@ -16,14 +16,13 @@ def conclude(result: JobResult, end: End | None, returncode: int, ending: str) -
     spec = result.spec
     if end is not None:
         result.status, result.error = end.status, end.error
-        result.extra["counters"] = end.counters or {}
-        if end.diagnostics:   # graph breaks, recompiles, fallbacks, host transfers: where and why
-            result.extra["diagnostics"] = end.diagnostics
+        result.extra.counters = end.counters or {}
+        # graph breaks, recompiles, fallbacks, host transfers: where and why
+        result.extra.diagnostics = end.diagnostics or {}
         if end.noise:   # the gradient noise scale from the steady steps' micro-batch gradient norms
-            result.extra["noise_samples"] = end.noise
-            result.extra.update(job_noise_scale(end.noise, spec, result.run_id))
-        if end.traceback:
-            result.extra["traceback"] = end.traceback
+            result.extra.noise_samples = end.noise
+            result.extra.noise_scale, result.extra.noise_scale_error = job_noise_scale(end.noise, spec, result.run_id)
+        result.extra.traceback = end.traceback or ""
         if spec.script is not None and returncode > 0 and result.ok:
             result.status, result.error = script_ending(result, returncode)
     elif ending:
@@ -42,13 +41,13 @@ def conclude(result: JobResult, end: End | None, returncode: int, ending: str) -
 
 def rank_failure(result: JobResult, ending: str) -> None:
     """A data-parallel job ends as its first failing rank says (torchrun then stops the others, rank 0 too)."""
-    failed = {r: e for r, e in (result.extra.get("rank_ends") or {}).items() if e.get("status") != "ok"}
+    failed = {r: e for r, e in result.extra.rank_ends.items() if e.status != "ok"}
     if not failed or ending:   # a stop, a stall or a timeout says why itself
         return
     rank, first = next(iter(failed.items()))
     if result.status in ("ok", "failed", "interrupted"):
-        result.status = first.get("status") or "failed"
-        result.error = f"rank {rank}: {first.get('error') or 'failed'}"[:2000]
+        result.status = first.status or "failed"
+        result.error = f"rank {rank}: {first.error or 'failed'}"[:2000]
 
 
 def script_ending(result: JobResult, returncode: int) -> tuple[str, str]:

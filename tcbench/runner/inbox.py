@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from tcbench.core.extras import RankEnd
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.job.protocol import (CompileTimes, Compiler, Counters, End, Eval, Log, Message, Meta, Parallel, Phase,
                                   Sched, Step)
@@ -34,57 +35,55 @@ def _step(msg: Step, result: JobResult, pending: list, tell: Tell) -> None:
     result.records.append(rec)
     pending.append(rec)
     if msg.allreduce_bytes is not None:   # data parallel: this step's gradient all-reduce (rank 0's view)
-        result.extra.setdefault("allreduce_steps", []).append(
-            [msg.step, msg.allreduce_bytes, msg.allreduce_s, msg.buckets])
+        result.extra.allreduce_steps.append([msg.step, msg.allreduce_bytes, msg.allreduce_s, msg.buckets])
     tell("step", record=rec)
 
 
 def _parallel(msg: Parallel, result: JobResult, pending: list, tell: Tell) -> None:
-    result.extra.update(world_size=msg.world_size, dist_backend=msg.backend)
+    result.extra.world_size, result.extra.dist_backend = msg.world_size, msg.backend
 
 
 def _meta(msg: Meta, result: JobResult, pending: list, tell: Tell) -> None:
     result.device = msg.device
-    result.extra.update(n_params=msg.n_params, flops_per_step=msg.flops_per_step)
-    if msg.tokenizer:
-        result.extra["tokenizer"] = msg.tokenizer
+    result.extra.n_params, result.extra.flops_per_step = msg.n_params, msg.flops_per_step
+    result.extra.tokenizer = msg.tokenizer or ""
     result.env.update(msg.env or {}, threads=result.env.get("threads") if msg.threads is None else msg.threads)
 
 
 def _phase(msg: Phase, result: JobResult, pending: list, tell: Tell) -> None:
-    result.extra["phase"] = msg.phase
+    result.extra.phase = msg.phase
     tell("phase", phase=msg.phase)
 
 
 def _compiler(msg: Compiler, result: JobResult, pending: list, tell: Tell) -> None:
-    result.extra["compiler"] = dataclasses.asdict(msg)
-    tell("compiler", **result.extra["compiler"])
+    result.extra.compiler = msg.settings()
+    tell("compiler", **dataclasses.asdict(result.extra.compiler))
 
 
 def _sched(msg: Sched, result: JobResult, pending: list, tell: Tell) -> None:
-    result.extra["sched"] = dataclasses.asdict(msg)
+    result.extra.sched = msg.times()
     if msg.cpus is not None:
         result.env["cpus"] = list(msg.cpus)   # stored with the run's environment: where its steady steps ran
 
 
 def _counters(msg: Counters, result: JobResult, pending: list, tell: Tell) -> None:
-    result.extra["counters_after_warmup"] = msg.counters
+    result.extra.counters_after_warmup = msg.counters
 
 
 def _compile_times(msg: CompileTimes, result: JobResult, pending: list, tell: Tell) -> None:
     """Where the compile time went: figures of the job (``CompilePhases``' fields), set with the others at its end."""
-    result.extra["compile_phases"] = dataclasses.asdict(msg.phases())
+    result.extra.compile_phases = msg.phases()
 
 
 def _eval(msg: Eval, result: JobResult, pending: list, tell: Tell) -> None:
     """The held-out loss per batch; ``initial``: before the first step (did it learn?)."""
-    key = "eval_loss_initial" if msg.when == "initial" else "eval_loss"
     losses = [float(x) for x in msg.losses or [msg.eval_loss]]
-    result.extra[key] = msg.eval_loss
-    result.extra[key.replace("loss", "losses")] = losses
     se = standard_error(losses)
-    if se is not None:
-        result.extra[key + "_se"] = se
+    if msg.when == "initial":
+        result.extra.eval_loss_initial, result.extra.eval_losses_initial = msg.eval_loss, losses
+        result.extra.eval_loss_initial_se = se
+    else:
+        result.extra.eval_loss, result.extra.eval_losses, result.extra.eval_loss_se = msg.eval_loss, losses, se
 
 
 def _log(msg: Log, result: JobResult, pending: list, tell: Tell) -> None:
@@ -93,7 +92,7 @@ def _log(msg: Log, result: JobResult, pending: list, tell: Tell) -> None:
 
 def _end(msg: End, result: JobResult, pending: list, tell: Tell) -> End | None:
     if msg.rank:   # another rank of a data-parallel job: kept, not the job's end
-        result.extra.setdefault("rank_ends", {})[str(msg.rank)] = {"status": msg.status, "error": msg.error}
+        result.extra.rank_ends[str(msg.rank)] = RankEnd(msg.status, msg.error)
         return None
     return msg
 

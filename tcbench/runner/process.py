@@ -19,6 +19,7 @@ how the job ended ``tcbench.runner.ending``'s, and its figures are computed in `
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -37,6 +38,7 @@ from typing import Any
 
 from tcbench.host.env import job_env as job_env_info
 from tcbench.host.env import load_now
+from tcbench.job.backends import backend_class, get_backend
 from tcbench.job.protocol import End, Log, Step, decode
 from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_reference
 from tcbench.runner import artifacts as team_artifacts
@@ -116,10 +118,10 @@ class _Writer:
         try:
             path = self.store.spool(self.run_id, self.pending, result)
         except StoreError as exc:
-            result.extra["store_error"] = str(exc)
+            result.extra.store_error = str(exc)
             warnings.warn(f"tcbench: {exc} (the store said: {cause})", RuntimeWarning, stacklevel=3)
             return
-        result.extra["spooled"] = str(path)
+        result.extra.spooled = str(path)
         warnings.warn(f"tcbench: the store {self.store.path} could not be written ({cause}); run {self.run_id}'s "
                       f"{len(self.pending)} unwritten step(s) and its result are kept in {path} and merged when the "
                       "store is next opened", RuntimeWarning, stacklevel=3)
@@ -128,8 +130,6 @@ class _Writer:
 
 def backend_status(name: str) -> tuple[bool, str]:
     """(available, reason) for a backend, checked without importing torch."""
-    from tcbench.job.backends import get_backend
-
     return get_backend(name).available()
 
 
@@ -173,13 +173,7 @@ def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TCBENCH_XLA_CACHE=str(cache / "xla"),
                TCBENCH_ARTIFACTS=team_artifacts.folder(),
                TOKENIZERS_PARALLELISM="false")
-    if spec.backend == "xla":
-        env.setdefault("PJRT_DEVICE", "CPU")
-        env["USE_TORCH_XLA"] = "1"
-    else:
-        env["USE_TORCH_XLA"] = "0"   # else transformers believes it runs on XLA when torch_xla is installed
-    if spec.debug and spec.backend == "inductor":
-        env.setdefault("TORCH_LOGS", "recompiles,graph_breaks")
+    backend_class(spec.backend).job_env(spec, env)   # USE_TORCH_XLA, PJRT_DEVICE, TORCH_LOGS with debug
     return env
 
 
@@ -198,8 +192,7 @@ def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[s
     env = dict(TCBENCH_FD=str(fd), TCBENCH_SPEC=spec.to_json(), TCBENCH_BACKEND=spec.backend,
                TCBENCH_STEPS=str(spec.steps), TCBENCH_WARMUP_STEPS=str(spec.warmup_steps),
                TCBENCH_LOSS_EVERY=str(spec.loss_every))
-    if spec.backend == "xla":   # torch_xla's persistent compilation cache, set before the script creates a device
-        env.update(XLA_PERSISTENT_CACHE_PATH=str(cache / "xla"), XLA_PERSISTENT_CACHE_READ_ONLY="0")
+    env.update(backend_class(spec.backend).script_env(cache))
     return [sys.executable, spec.script, *spec.script_args], os.getcwd(), env
 
 
@@ -288,16 +281,17 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         elif why_not:
             result.status, result.error = "unavailable", why_not
         else:
-            shared = [team_artifacts.fetch(store, spec)] if spec.backend == "inductor" and spec.cache == "artifacts" else []
+            fetch = backend_class(spec.backend).shares_artifacts and spec.cache == "artifacts"
+            shared = [team_artifacts.fetch(store, spec)] if fetch else []
             _execute(spec, result, store, writer, notify, stop, run_dir, job)
             shared.append(team_artifacts.keep(store, result))
             if any(shared):
-                result.extra["store_artifacts"] = "; ".join(s for s in shared if s)
+                result.extra.store_artifacts = "; ".join(s for s in shared if s)
     except BaseException as exc:   # KeyboardInterrupt, an observer that raised, ...: the run is still recorded
         result.status = "interrupted"
         result.error = (f"the caller stopped waiting ({type(exc).__name__}: {exc}); "
                         "the steps measured so far are kept")[:2000]
-        _set_figures(result, spec, result.extra.get("probe") or {})
+        _set_figures(result, spec, result.extra.probe)
         raise
     finally:
         result.env["load_end"] = load_now()
@@ -307,22 +301,10 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     return result
 
 
-XLA_CPU_COLLECTIVES = ("pytorch/xla#5005", "pytorch/xla#9089", "pytorch/xla#9496")
-
-
 def _parallel_unavailable(spec: JobSpec) -> str:
-    """Why this data-parallel job cannot run here ("" when it can): XLA's collectives on the PJRT CPU device.
-    On TPU and CUDA PJRT devices an XLA job runs under torchrun like the others, its process group the
-    ``xla://`` one and its gradients all-reduced by ``xm.optimizer_step`` before the update."""
-    device = os.environ.get("PJRT_DEVICE", "CPU").upper()
-    if spec.world_size == 1 or spec.backend != "xla":
-        return ""
-    if device not in ("CPU", ""):   # TPU / CUDA: torchrun + the "xla" process group, xm.optimizer_step
-        return ""
-    return (f"XLA data parallel (nproc={spec.nproc}) cannot run on the PJRT CPU device: torch_xla runs its CPU devices "
-            f"as threads of one process and their collectives abort or hang ({', '.join(XLA_CPU_COLLECTIVES)}; "
-            "xmp.spawn(nprocs=2) raises ValueError). Run it where PJRT_DEVICE=TPU or CUDA, or use backend='eager' or "
-            "'inductor' with nproc > 1 here")
+    """Why this data-parallel job cannot run here ("" when it can), in the backend's words (XLA's collectives on
+    the PJRT CPU device)."""
+    return backend_class(spec.backend).parallel_unavailable(spec)
 
 
 def _probe(spec: JobSpec, store: Store) -> dict:
@@ -341,9 +323,9 @@ def _stall_limit(spec: JobSpec, records: list[StepRecord]) -> float:
 
 def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, notify: Observer,
              stop: threading.Event | None, run_dir: Path, job: str) -> None:
-    probe = result.extra["probe"] = _probe(spec, store)
+    probe = result.extra.probe = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
-    compile_cache = cache / spec.backend if spec.backend == "xla" else cache / "inductor"
+    compile_cache = backend_class(spec.backend).compile_cache(cache)
     before = _count_files(compile_cache)
     read_fd, write_fd = os.pipe()
     log_path = run_dir / "worker.log"
@@ -357,7 +339,7 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
         raise
     finally:
         os.close(write_fd)
-    result.extra["launcher"] = "fork" if isinstance(proc, Forked) else "spawn"
+    result.extra.launcher = "fork" if isinstance(proc, Forked) else "spawn"
     writer.beat(worker_pid=proc.pid, artifacts=str(run_dir))
     q: queue.Queue = queue.Queue()
     reader = threading.Thread(target=_reader, args=(os.fdopen(read_fd), q), daemon=True)
@@ -376,11 +358,8 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
         result.cache_state = (spec.cache if spec.cache in ("cold", "artifacts")
                               else "cold" if _count_files(compile_cache) > before else "warm")
     conclude(result, end, proc.returncode, ending)
-    summary = allreduce_summary(result.extra.get("allreduce_steps") or [], result.records, spec.warmup_steps)
-    if summary is not None:
-        result.extra["allreduce"] = summary
-    _set_figures(result, spec, probe, **compile_counts(result.extra.get("counters"),
-                                                        result.extra.get("counters_after_warmup")))
+    result.extra.allreduce = allreduce_summary(result.extra.allreduce_steps, result.records, spec.warmup_steps)
+    _set_figures(result, spec, probe, **compile_counts(result.extra.counters, result.extra.counters_after_warmup))
 
 
 def _wait(proc: JobProcess, q: queue.Queue, spec: JobSpec, result: JobResult, writer: _Writer,
@@ -422,7 +401,7 @@ def _reason_to_end(spec: JobSpec, result: JobResult, stop: threading.Event | Non
         return f"timed out after timeout_s={spec.timeout_s:g} s; the steps measured so far are kept"
     limit = _stall_limit(spec, result.records)
     if silent > limit:
-        phase = result.extra.get("phase", "starting")
+        phase = result.extra.phase or "starting"
         return (f"stalled: no report for {silent:.0f} s while {phase} (limit max(stall_s={spec.stall_s:g}, "
                 f"{STALL_STEPS} x median step) = {limit:.0f} s); the steps measured so far are kept")
     return ""
@@ -445,8 +424,9 @@ def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) ->
     """The job's figures from its records and what it reported (also for a job cut short by the caller)."""
     result.records.sort(key=lambda r: r.step)
     probe = mfu_reference(result.device, spec, probe)   # on a GPU: the profile's datasheet peak
-    result.extra["probe"] = {k: v for k, v in probe.items() if k != "cached"}
+    result.extra.probe = {k: v for k, v in probe.items() if k != "cached"}
+    phases = result.extra.compile_phases
     result.figures = figures(result.records, spec, probe, result.env.get("threads") or _threads(spec),
-                             result.extra.get("sched") or {}, n_params=result.extra.get("n_params"),
-                             flops_per_step=result.extra.get("flops_per_step"),
-                             **{**(result.extra.get("compile_phases") or {}), **given})
+                             result.extra.sched, n_params=result.extra.n_params,
+                             flops_per_step=result.extra.flops_per_step,
+                             **{**(dataclasses.asdict(phases) if phases else {}), **given})

@@ -210,7 +210,7 @@ class Store:
     def _finish_values(self, result: JobResult) -> dict[str, Any]:
         values = {c: getattr(result, c) for c in RESULT_COLUMNS}
         values.update(ended=time.time(), env_json=json.dumps(result.env, default=str),
-                      extra_json=json.dumps(result.extra, default=str))
+                      extra_json=result.extra.to_json())
         return values
 
     def _update_run(self, tx: Any, run_id: int, values: dict[str, Any]) -> None:

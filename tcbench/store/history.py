@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from tcbench.core.extras import JobExtras
 from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, field_type
 from tcbench.core.spec import JobSpec
 from tcbench.store.api import STEP_COLUMNS, Store
@@ -105,7 +106,7 @@ def result_from_row(row: dict[str, Any], store: Store) -> JobResult:
         if val is not None:
             setattr(res, key, val)
     res.env = json.loads(row["env_json"]) if _num(row.get("env_json")) else {}
-    res.extra = json.loads(row["extra_json"]) if _num(row.get("extra_json")) else {}
+    res.extra = JobExtras.from_json(_num(row.get("extra_json")))
     return res
 
 

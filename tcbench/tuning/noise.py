@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcbench.core.spec import NATIVE
 from tcbench.measure.noise_scale import NoiseScale
 
 __all__ = ["NoiseScale", "noise_scale", "one_process", "stored_noise_scale"]
@@ -35,34 +36,36 @@ def noise_scale(spec: Any, micro_batches: int = 2, observer: Any = None, stop: A
                 store: Any = None) -> NoiseScale:
     """Measure the gradient noise scale of ``spec``'s native job (eager, fp32): one job whose steps take their
     gradient over ``micro_batches`` micro-batches (the same updates; the run is stored with the estimate in
-    ``extra["noise_scale"]``). A job that fails or ends before 2 steady steps raises ``RuntimeError`` with why.
+    ``extra.noise_scale``). A job that fails or ends before 2 steady steps raises ``RuntimeError`` with why.
     A data-parallel ``spec`` (nproc > 1) is measured as one process at its global batch (``one_process``)."""
     from tcbench.runner.process import run
 
-    job = one_process(spec).replace(backend="eager", noise_micro_batches=micro_batches)
+    job = one_process(spec).replace(backend=NATIVE, noise_micro_batches=micro_batches)
     res = run(job, observer, stop, store, label="noise-scale")
-    data = res.extra.get("noise_scale")
-    if data is None:
-        why = res.extra.get("noise_scale_error") or res.error or "no steady step was measured"
+    if res.extra.noise_scale is None:
+        why = res.extra.noise_scale_error or res.error or "no steady step was measured"
         raise RuntimeError(f"the noise-scale job (run {res.run_id}) ended {res.status}: {why}")
-    return NoiseScale.from_dict(data)
+    return res.extra.noise_scale
 
 
 def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
-    """The latest stored noise scale measured on ``spec``'s job (same fields except the micro-batch count)."""
-    import json
-
+    """The latest stored noise scale measured on ``spec``'s job (same fields except the micro-batch count). The
+    runs are narrowed by their columns (the model, size, batch and precision of the job), then compared whole."""
+    from tcbench.core.extras import JobExtras
     from tcbench.core.spec import JobSpec
     from tcbench.store.api import Store
 
     store = store or Store()
-    want = one_process(spec).replace(backend="eager", noise_micro_batches=0).to_dict()
-    rows = store.query("SELECT run_id, spec_json, extra_json FROM runs WHERE status = 'ok' AND extra_json LIKE :has "
-                       "ORDER BY run_id DESC", {"has": "%noise_scale%"})
+    job = one_process(spec).replace(backend=NATIVE, noise_micro_batches=0)
+    want = job.to_dict()
+    rows = store.query("SELECT spec_json, extra_json FROM runs WHERE status = 'ok' AND backend = :native "
+                       "AND model = :model AND size = :size AND batch_size = :batch AND precision = :precision "
+                       "ORDER BY run_id DESC", {"native": NATIVE, "model": job.model, "size": job.size, "batch": job.batch_size,
+                                                "precision": job.precision})
     for row in rows.to_dict("records"):
         stored = JobSpec.from_stored(row["spec_json"]).to_dict()
         if stored.get("noise_micro_batches") and {**stored, "noise_micro_batches": 0} == want:
-            data = json.loads(row["extra_json"] or "{}").get("noise_scale")
-            if data:
-                return NoiseScale.from_dict(data)
+            found = JobExtras.from_json(row["extra_json"]).noise_scale
+            if found is not None:
+                return found
     return None

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tcbench.measure.noise_scale import NoiseScale, fmt_samples
+from tcbench.core.extras import NoiseScale, fmt_samples
 from tcbench.tuning.noise import noise_scale, stored_noise_scale
 
 OPTIMIZERS = ("adam", "sgd")

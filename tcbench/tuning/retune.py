@@ -172,7 +172,7 @@ def _repeat(spec: JobSpec, study: Any, ctx: StudyContext, kept: dict, number: in
     res = run(job, ctx.observer, ctx.stop, ctx.store, ctx.comparison_id, number, f"finalist#{number} seed {seed}")
     if res.status == "interrupted" and ctx.stop is not None and ctx.stop.is_set():
         return None
-    value = res.extra.get("eval_loss") if res.status == "ok" else None
+    value = res.extra.eval_loss if res.status == "ok" else None
     hit = {"value": value, "run_id": res.run_id, "status": res.status}
     kept.setdefault(repr(lr), {})[str(seed)] = hit
     study.set_user_attr("finalists", kept)
@@ -331,7 +331,7 @@ def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: S
     if noise is True:
         noise = stored_noise_scale(spec, store)
     if noise is None:
-        if spec.backend != "eager" or spec.precision != "fp32" or spec.batch_size % 2:
+        if spec.compiled or spec.precision != "fp32" or spec.batch_size % 2:
             return None, (f"the noise scale is measured on an eager fp32 job with an even batch; this one is "
                           f"{spec.backend} {spec.precision} at batch {spec.batch_size}")
         try:

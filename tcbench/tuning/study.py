@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from tcbench.core.extras import JobExtras
 from tcbench.core.spec import JobSpec
 from tcbench.tuning.storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons
 
@@ -273,11 +274,11 @@ def _outcome(trial: Any, tid: int, lr: float, res: Any, pruned_at: int | None, c
     import optuna
 
     for key, val in (("run_id", res.run_id), ("status", res.status), ("steps_run", len(res.records)),
-                     ("reason", res.error[:300]), ("value_se", res.extra.get("eval_loss_se")),
-                     ("eval_losses", res.extra.get("eval_losses")), ("learned", learned(res.extra))):
+                     ("reason", res.error[:300]), ("value_se", res.extra.eval_loss_se),
+                     ("eval_losses", res.extra.eval_losses or None), ("learned", learned(res.extra))):
         trial.set_user_attr(key, val)
     ctx.observer({"type": "trial", "number": trial.number, "lr": lr, "status": res.status,
-                  "pruned": pruned_at is not None, "eval_loss": res.extra.get("eval_loss")})
+                  "pruned": pruned_at is not None, "eval_loss": res.extra.eval_loss})
     if pruned_at is not None:
         trial.set_user_attr("status", "pruned")
         why = ctx.storage.get_trial(tid).system_attrs.get(PRUNE_REASON_ATTR)
@@ -289,7 +290,7 @@ def _outcome(trial: Any, tid: int, lr: float, res: Any, pruned_at: int | None, c
     if res.status == "interrupted" and ctx.stop is not None and ctx.stop.is_set():
         _interrupted(trial, lr, res.error or "stopped by the user")
         return float("nan")
-    value = res.extra.get("eval_loss")
+    value = res.extra.eval_loss
     if res.status != "ok" or value is None or not math.isfinite(value):
         if res.status == "ok":
             trial.set_user_attr("reason", f"no finite held-out loss ({value})")
@@ -297,10 +298,10 @@ def _outcome(trial: Any, tid: int, lr: float, res: Any, pruned_at: int | None, c
     return float(value)
 
 
-def learned(extra: dict) -> bool | None:
+def learned(extra: JobExtras) -> bool | None:
     """Whether the held-out loss fell beyond noise: the mean drop over the same batches (before the first step →
     after the last) exceeds 2 standard errors of the paired differences. None: not evaluated before and after."""
-    before, after = extra.get("eval_losses_initial"), extra.get("eval_losses")
+    before, after = extra.eval_losses_initial, extra.eval_losses
     if not before or not after or len(before) != len(after):
         return None
     return lower_beyond_noise(after, before)

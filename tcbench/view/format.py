@@ -181,11 +181,13 @@ def pays_off_text(row: Mapping[str, Any]) -> str:
 def bottom_line(row: Mapping[str, Any]) -> str:
     """One compared job's verdict in one line: ``compiling inductor: 1.07× faster (1.02–1.12), pays off after
     120–340 steps`` (or ``slower, 0.44× the native speed (…)``, ``no measurable difference, …``,
-    ``inconclusive, …``)."""
-    from tcbench.core.results import backend_of
+    ``inconclusive, …``); an A/A twin's: ``eager (A/A) against eager: …``."""
+    from tcbench.core.results import aa_label
+    from tcbench.core.spec import BACKENDS
 
     label = str(row.get("backend"))
-    who = f"compiling {label}" if backend_of(label) == label else f"{label} against {backend_of(label)}"
+    twin_of = {aa_label(b): b for b in BACKENDS}.get(label)   # a label tcbench makes, looked up (never parsed)
+    who = f"{label} against {twin_of}" if twin_of else f"compiling {label}"
     return f"{who}: {_speed_phrase(row)}, {pays_off_text(row)}"
 
 
@@ -226,6 +228,12 @@ def fmt_time(value: Any) -> str:
 def html_text(value: Any) -> str:
     """``fmt_text`` escaped for HTML."""
     return html.escape(fmt_text(value))
+
+
+def html_table(df: pd.DataFrame, digits: int = 3) -> str:
+    """A plain DataFrame (a tuning or scaling table) as an HTML table: numbers to ``digits`` significant digits,
+    missing values as "–", no index: how the panel shows the tables the API returns."""
+    return df.to_html(index=False, float_format=lambda v: f"{v:.{digits}g}", na_rep=MISSING)
 
 
 def html_note(text: Any) -> str:

@@ -13,11 +13,12 @@ from typing import Any, Iterable
 import pandas as pd
 import plotly.graph_objects as go
 
-from tcbench.core.results import backend_of
+from tcbench.core.results import aa_label, standing_for
 from tcbench.view.format import is_missing, memory_compared, memory_text, speedup_text   # the panel's bars too
 
 # One colour per backend everywhere (panel, report, notebooks).
 COLORS = {"eager": "#636EFA", "inductor": "#EF553B", "xla": "#00CC96"}
+_BACKEND_OF = standing_for(COLORS)   # "eager (A/A)", "inductor · default", ... -> their backend
 LAYOUT = dict(template="plotly_white", height=360, margin=dict(l=60, r=20, t=60, b=50),
                legend=dict(orientation="h", y=-0.25), title_font_size=14)
 BUDGET_FAR = 4.0     # a memory budget more than 4x the tallest bar is written in the title, not drawn
@@ -31,14 +32,14 @@ def color(label: str) -> str:
     """The colour of a job label's backend (``"eager (A/A)"`` and ``"inductor · default"`` have their backend's); any
     other configuration's label one of ``VARIANT_COLORS``, chosen by the label's own characters (stable between runs
     and figures)."""
-    base = backend_of(label).removesuffix(" · default")   # a backend's default configuration: the backend's colour
-    if base in COLORS:
-        return COLORS[base]
+    if label in _BACKEND_OF:
+        return COLORS[_BACKEND_OF[label]]
     return VARIANT_COLORS[zlib.crc32(label.encode()) % len(VARIANT_COLORS)]
 
 
 def _dash(label: str) -> str:
-    return "dash" if backend_of(label) != label else "solid"
+    """An A/A twin is drawn dashed (hatched bars)."""
+    return "dash" if label in {aa_label(b) for b in COLORS} else "solid"
 
 
 def _error_bar(height: float, point: Any, low: Any, high: Any) -> dict[str, Any] | None:

@@ -19,7 +19,8 @@ import pytest
 import tcbench as tc
 from tcbench.cli import progress as _cli_progress
 from tcbench.comparison import Comparison, NoiseFloor
-from tcbench.core.results import AA, backend_of
+from tcbench.core.results import AA, standing_for
+from tcbench.core.spec import BACKENDS
 from tcbench.measure.metrics import job_figures
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.store.api import Store
@@ -69,7 +70,7 @@ def _scripted(step_s: dict, status: dict | None = None, calls: list | None = Non
         cmp = Comparison(spec=spec, backends=labels, rounds=rounds, comparison_id=7, kind=kind)
         for rnd in range(rounds):
             for label in labels:
-                js = dataclasses.replace(spec, backend=backend_of(label))
+                js = dataclasses.replace(spec, backend=standing_for(BACKENDS)[label])
                 base = dict(job=f"{label}#{rnd}", backend=js.backend, label=label, run_id=100 + rnd)
                 observer(dict(base, type="start", round=rnd, spec=js))
                 for phase in ("loading", "compiling" if js.compiled else "warmup", "measuring", "eval"):

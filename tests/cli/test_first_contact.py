@@ -17,7 +17,8 @@ import tcbench as tc
 from tcbench.cli import common
 from tcbench.cli.app import build_parser, main
 from tcbench.comparison import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, Comparison
-from tcbench.core.results import JobResult, StepRecord, backend_of
+from tcbench.core.results import JobResult, StepRecord, standing_for
+from tcbench.core.spec import BACKENDS
 from tcbench.measure.metrics import job_figures
 from tcbench.store.api import Store
 
@@ -133,7 +134,7 @@ def _stored(step_s: dict[str, list[float]], kind: str = "compare") -> int:
     cmp = Comparison(spec=spec, backends=labels, rounds=3, comparison_id=cid, kind=kind)
     for rnd in range(3):
         for label in labels:
-            res = _job(dataclasses.replace(spec, backend=backend_of(label)), rnd, step_s[label][rnd])
+            res = _job(dataclasses.replace(spec, backend=standing_for(BACKENDS)[label]), rnd, step_s[label][rnd])
             res.run_id = store.insert_run(res.spec, cid, rnd)
             store.add_steps(res.run_id, res.records)
             store.finish_run(res)

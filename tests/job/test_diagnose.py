@@ -14,7 +14,9 @@ import pytest
 
 import tcbench as tc
 from tcbench.job import diagnostics as _diagnose
+from tcbench.job.backends import InductorBackend
 from tcbench.comparison import Comparison
+from tcbench.core.extras import JobExtras
 from tcbench.core.results import JobResult
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,7 +58,7 @@ def _run_compiled(kind: str, lengths=(3, 3)) -> dict:
 
     torch.manual_seed(0)
     torch._dynamo.reset()   # the test models share one code object: no guards left from the previous case
-    diag = _diagnose.setup("inductor")
+    diag = InductorBackend.collector()
     model = torch.compile(_model(kind), backend="eager")
     for n in lengths:
         batch = {"x": torch.randn(n, 4)}
@@ -107,11 +109,11 @@ def test_collect_without_steps_and_for_eager():
     import torch
 
     torch._dynamo.reset()
-    diag = _diagnose.setup("inductor")
+    diag = InductorBackend.collector()
     torch.compile(_model("graph_break"), backend="eager")(torch.randn(2, 4))
     data = diag.collect()   # a user's own loop may not wrap its steps: the places are still there
     assert data["steps"] == 0 and data["entries"][0]["first_step"] is None and data["entries"][0]["line"]
-    assert _diagnose.setup("eager").collect()["entries"] == []
+    assert _diagnose.Collector("eager").collect()["entries"] == []
 
 
 # -- XLA, in a fresh interpreter (after a CPU backward, creating the XLA device crashes the autograd engine) ------
@@ -119,12 +121,12 @@ XLA_SCRIPT = textwrap.dedent("""
     import json, os
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch, torch_xla
-    from tcbench.job import diagnostics as _diagnose
+    from tcbench.job.backends import XlaBackend
 
     dev = torch_xla.device()
     out = {}
     for case in ("shapes", "item"):
-        diag = _diagnose.setup("xla")
+        diag = XlaBackend.collector()
         lin = torch.nn.Linear(4, 4).to(dev)
         opt = torch.optim.SGD(lin.parameters(), lr=0.1)
         for n in ((3, 3, 3, 5, 5) if case == "shapes" else (3, 3, 3)):
@@ -194,7 +196,7 @@ def _cmp() -> Comparison:
     for rnd in range(2):
         for b in ("eager", "inductor"):
             figs = dataclasses.replace(job_figures(recs, 4, 2), graph_breaks=2 if b == "inductor" else None)
-            extra = {"diagnostics": DIAG} if b == "inductor" else {}
+            extra = JobExtras(diagnostics=DIAG) if b == "inductor" else JobExtras()
             jobs.append(JobResult(spec=SPEC.replace(backend=b), status="ok", run_id=10 * rnd + len(b), records=recs,
                                   figures=figs, round=rnd, extra=extra))
     return Comparison(spec=SPEC, backends=["eager", "inductor"], results=jobs, rounds=2, comparison_id=3)
@@ -231,7 +233,7 @@ def test_report_and_panel_show_a_section_only_when_there_are_findings():
     assert "what the compiler did</th>" in tc.report.summary_table_html(cmp.summary())
     assert "What the compiler did" in panel_report.diagnostics_html(cmp)
     for r in cmp.results:
-        r.extra.pop("diagnostics", None)
+        r.extra.diagnostics = {}
     assert "What the compiler did</h2>" not in cmp.to_html() and panel_report.diagnostics_html(cmp) == ""
 
 

@@ -185,10 +185,10 @@ def test_a_cnn_from_factories_trains_on_eager_and_inductor(monkeypatch, tmp_path
         assert r.status == "ok", (backend, r.error, r.log_tail[-1500:])
         losses = [x.loss for x in r.records]
         assert sum(losses[-4:]) / 4 < 0.8 * sum(losses[:4]) / 4, (backend, losses)   # it learns
-        assert r.extra["flops_per_step"] > 0 and math.isfinite(r.extra["eval_loss"])
+        assert r.extra.flops_per_step > 0 and math.isfinite(r.extra.eval_loss)
         assert all(x.seq_len == 1 and x.tokens_s == pytest.approx(x.samples_s) for x in r.records)
         assert r.figures.samples_s > 0 and (r.figures.mfu is not None or r.figures.mfu_note)   # MFU, or why not
-    assert results["inductor"].extra["counters"]["compiles"] >= 1
+    assert results["inductor"].extra.counters["compiles"] >= 1
     assert len(tc.steps(results["inductor"].run_id, store=store)) == spec.steps
 
 
@@ -199,4 +199,4 @@ def test_a_local_folder_trains_with_its_own_tokenizer(tmp_path):
     r = tc.run(tc.JobSpec(model=str(folder), seq_len=32, batch_size=8, steps=6, warmup_steps=1, threads=1),
                store=tc.Store(str(tmp_path / "s.db")))
     assert r.status == "ok", (r.error, r.log_tail[-1500:])
-    assert "own" in r.extra["tokenizer"] and len(r.records) == 6
+    assert "own" in r.extra.tokenizer and len(r.records) == 6

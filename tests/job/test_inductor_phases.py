@@ -89,7 +89,7 @@ def test_a_teammate_without_the_artifacts_gets_them_from_the_store(store, monkey
     for ext in (".bin", ".json"):   # this machine forgets them: the teammate's first job
         (Path(team.folder()) / f"{first.artifact_key}{ext}").unlink()
     loaded = tc.run(dataclasses.replace(SPEC, cache="artifacts"), store=store)
-    assert loaded.status == "ok" and "1 new to this machine" in loaded.extra["store_artifacts"], loaded.extra
+    assert loaded.status == "ok" and "1 new to this machine" in loaded.extra.store_artifacts, loaded.extra
     assert loaded.artifact_state.startswith("loaded") and loaded.fx_cache_misses == 0 and loaded.aot_cache_misses == 0
 
 
@@ -105,8 +105,8 @@ def test_blocks_scope_compiles_the_repeated_block_once_however_many_there_are(st
         r = jobs[size]
         assert r.status == "ok", r.error
         assert r.compiled_regions == f"transformer.h: {blocks} × GPT2Block" and r.final_loss < 9
-    assert jobs["tiny"].extra["counters"]["compiles"] == jobs["small"].extra["counters"]["compiles"] >= 1
-    assert jobs["tiny"].extra["compiler"]["scope"] == "blocks"
+    assert jobs["tiny"].extra.counters["compiles"] == jobs["small"].extra.counters["compiles"] >= 1
+    assert jobs["tiny"].extra.compiler.scope == "blocks"
 
 
 def test_step_scope_compiles_the_whole_step_and_learns_as_the_model_scope_does(store):

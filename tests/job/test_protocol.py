@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tcbench.core.extras import JobExtras
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.job import protocol
@@ -184,12 +185,12 @@ def test_the_runner_applies_each_message_to_the_result():
     assert handle(EXAMPLES[14], res, pending, events.append, "eager#0") is None            # rank 1's: kept
     assert res.device == "cuda:0" and res.env == {"threads": 1, "gpu": "H100", "cpus": [1]}
     assert [r.step for r in res.records] == [3, 4] and pending == res.records
-    assert res.extra == {
+    assert res.extra.to_dict() == {
         "phase": "measuring",
         "compiler": {"backend": "inductor", "mode": "default", "precision": "fp32", "debug": False, "scope": "model",
                      "optimizer": True, "cpp_wrapper": False},
         "world_size": 2, "dist_backend": "gloo",
-        "n_params": None, "flops_per_step": None, "tokenizer": "gpt2 (shipped)",
+        "tokenizer": "gpt2 (shipped)",   # n_params and flops_per_step: None, as their defaults
         "allreduce_steps": [[4, 400, 0.01, 2]],
         "counters_after_warmup": {"compiles": 1, "graph_breaks": 0},
         "compile_phases": {"compile_dynamo_s": 0.5, "compile_aot_s": 1.5, "compile_backend_s": 2.0,
@@ -201,6 +202,7 @@ def test_the_runner_applies_each_message_to_the_result():
                   "cpus": [1], "others_share": None},
         "rank_ends": {"1": {"status": "failed", "error": "ValueError: x"}},
     }
+    assert JobExtras.from_dict(res.extra.to_dict()) == res.extra   # the typed extras, as the store reads them back
     base = {"job": "eager#0", "backend": "eager", "label": "eager", "run_id": 7}
     assert events == [
         {"type": "log", **base, "line": EXAMPLES[0].line},
@@ -216,5 +218,5 @@ def test_protocol_imports_only_the_standard_library_and_core():
     tree = ast.parse(Path(protocol.__file__).read_text(encoding="utf-8"))
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert {m for m in mods if m.startswith("tcbench")} <= {"tcbench.core.results"}
+    assert {m for m in mods if m.startswith("tcbench")} <= {"tcbench.core.results", "tcbench.core.extras"}
     assert not {m.split(".")[0] for m in mods} & {"torch", "numpy", "pandas"}

@@ -6,6 +6,7 @@ import math
 
 from tcbench.core.results import StepRecord
 from tcbench.core.spec import JobSpec
+from tcbench.core.extras import AllReduceSummary, SchedTimes
 from tcbench.measure.job import (allreduce_summary, compile_counts, counted_batch_size, datasheet_peak, figures,
                                  job_noise_scale, mfu_reference, noise_steps, standard_error, wait_share)
 from tcbench.measure.metrics import job_figures
@@ -24,11 +25,14 @@ def test_the_batch_samples_are_counted_with_is_a_scripts_own_else_the_specs():
 
 
 def test_the_wait_share_is_over_every_thread_or_a_ranks_main_thread():
-    assert wait_share({"wall_s": 2.0, "wait_s": 0.4}, 4) == 0.05
-    assert wait_share({"wall_s": 2.0, "wait_s": 0.4, "wait_main_only": True}, 4) == 0.2
-    assert wait_share({"wall_s": 2.0, "wait_s": None}, 4) is None
-    assert wait_share({"wall_s": 0.0, "wait_s": 0.4}, 4) is None
-    assert wait_share({}, 4) is None
+    def sched(wall_s: float, wait_s: float | None, main_only: bool = False) -> SchedTimes:
+        return SchedTimes(wall_s=wall_s, cpu_s=wall_s, wait_s=wait_s, steal_share=None, wait_main_only=main_only)
+
+    assert wait_share(sched(2.0, 0.4), 4) == 0.05
+    assert wait_share(sched(2.0, 0.4, main_only=True), 4) == 0.2
+    assert wait_share(sched(2.0, None), 4) is None
+    assert wait_share(sched(0.0, 0.4), 4) is None
+    assert wait_share(None, 4) is None
 
 
 def test_the_datasheet_peak_is_the_profiles_figure_for_the_precision():
@@ -58,7 +62,7 @@ def test_a_jobs_figures_are_job_figures_with_its_reported_inputs():
     spec = JobSpec(batch_size=8, warmup_steps=2, steps=6, nproc=2, threads=1)
     recs = [_rec(0, 2.0, warmup=True), _rec(1, 1.0, warmup=True)] + [_rec(i, 0.5, cpu_s=0.5) for i in range(2, 6)]
     probe = {"flops": 1e3, "disturbed": ""}
-    sched = {"wall_s": 2.0, "wait_s": 0.5, "steal_share": 0.125, "wait_main_only": True, "others_share": 0.02}
+    sched = SchedTimes(wall_s=2.0, cpu_s=2.0, wait_s=0.5, steal_share=0.125, wait_main_only=True, others_share=0.02)
     got = figures(recs, spec, probe, 2, sched, n_params=10, flops_per_step=100.0, recompiles_after_warmup=1)
     assert got == job_figures(recs, 8, 2, threads=2, wait_share=0.25, steal_share=0.125, probe=probe, blocks=True,
                               others_share=0.02, n_params=10, flops_per_step=100.0, recompiles_after_warmup=1)
@@ -71,12 +75,10 @@ def test_a_jobs_figures_are_job_figures_with_its_reported_inputs():
 def test_the_allreduce_summary_is_over_the_steady_steps():
     recs = [_rec(1, 1.0), _rec(2, 0.25)]   # step 3's record is missing: no share for it
     rows = [[0, 999, 9.0, 1], [1, 100, 0.25, 2], [2, 300, 0.125, 2], [3, 200, 0.5, 3]]
-    assert allreduce_summary(rows, recs, warmup_steps=1) == {
-        "bytes_per_step": 200, "ms_median": 250.0, "ms_q1": 125.0, "ms_q3": 500.0, "buckets": 3, "steps": 3,
-        "share_of_step": 0.375}
-    assert allreduce_summary(rows[:2], [], warmup_steps=1) == {
-        "bytes_per_step": 100, "ms_median": 250.0, "ms_q1": 250.0, "ms_q3": 250.0, "buckets": 2, "steps": 1,
-        "share_of_step": None}
+    assert allreduce_summary(rows, recs, warmup_steps=1) == AllReduceSummary(
+        bytes_per_step=200, ms_median=250.0, ms_q1=125.0, ms_q3=500.0, buckets=3, steps=3, share_of_step=0.375)
+    assert allreduce_summary(rows[:2], [], warmup_steps=1) == AllReduceSummary(
+        bytes_per_step=100, ms_median=250.0, ms_q1=250.0, ms_q3=250.0, buckets=2, steps=1, share_of_step=None)
     assert allreduce_summary(rows[:1], recs, warmup_steps=1) is None
     assert allreduce_summary([], recs, warmup_steps=0) is None
 
@@ -98,8 +100,8 @@ def test_the_noise_scale_or_why_there_is_none():
     spec = JobSpec(batch_size=8, noise_micro_batches=4, warmup_steps=2, seed=0)
     # b = 2, B = 8: tr(Σ) = (2.5 - 1) / (1/2 - 1/8) = 4 and |G|² = (8 x 1 - 2 x 2.5) / 6 = 0.5, so B_simple = 8
     samples = [{"small_sq": 2.5, "big_sq": 1.0}] * 10
-    got = job_noise_scale(samples, spec, run_id=7)["noise_scale"]
-    assert (got["b_simple"], got["low"], got["high"], got["tr_sigma"], got["g2"]) == (8.0, 8.0, 8.0, 4.0, 0.5)
-    assert (got["batch_size"], got["micro_batch"], got["steps"], got["run_id"]) == (8, 2, 4, 7)
-    assert job_noise_scale(samples[:3], spec) == {
-        "noise_scale_error": "the gradient noise scale needs at least 2 measured steps; got 1"}
+    got, why = job_noise_scale(samples, spec, run_id=7)
+    assert why == "" and (got.b_simple, got.low, got.high, got.tr_sigma, got.g2) == (8.0, 8.0, 8.0, 4.0, 0.5)
+    assert (got.batch_size, got.micro_batch, got.steps, got.run_id) == (8, 2, 4, 7)
+    assert job_noise_scale(samples[:3], spec) == (
+        None, "the gradient noise scale needs at least 2 measured steps; got 1")

@@ -125,7 +125,7 @@ def test_a_noise_scale_job_trains_the_same_and_stores_its_estimate():
     assert noise.batch_size == 8 and noise.micro_batch == 4 and noise.steps == 7 and noise.run_id is not None
     assert noise.low is not None and (noise.b_simple is None or noise.b_simple > 0)
     stored = tc.get_run(noise.run_id)
-    assert stored.extra["noise_scale"] == noise.to_dict() and len(stored.extra["noise_samples"]) == 16
+    assert stored.extra.noise_scale == noise and len(stored.extra.noise_samples) == 16
     # the micro-batched step is the same update: the losses follow the plain job's (float summation order aside)
     a, b = tc.steps(plain.run_id)["loss"], tc.steps(noise.run_id)["loss"]
     assert np.allclose(a.to_numpy(), b.to_numpy(), rtol=2e-3), (a.tolist(), b.tolist())

@@ -15,6 +15,7 @@ import pytest
 
 import tcbench as tc
 from tcbench import JobSpec, SpecError
+from tcbench.core.extras import JobExtras, RankEnd, SchedTimes
 
 DDP = dict(model="bert-base-cased", size="tiny", seq_len=32, batch_size=4, steps=6, warmup_steps=2, lr=1e-3,
            threads=1, dropout=0.0, nproc=2)
@@ -114,7 +115,8 @@ def test_a_ranks_wait_for_a_cpu_is_its_main_threads_share():
     one = JobSpec(**{**DDP, "nproc": 1, "threads": 2})
     for main_only, spec, share in ((True, JobSpec(**{**DDP, "threads": 2}), 0.06), (False, one, 0.03)):
         res = JobResult(spec=spec, status="ok", records=list(recs), env={"threads": 2},
-                        extra={"sched": {"wall_s": 1.0, "wait_s": 0.06, "wait_main_only": main_only}})
+                        extra=JobExtras(sched=SchedTimes(wall_s=1.0, cpu_s=1.0, wait_s=0.06, steal_share=None,
+                                                          wait_main_only=main_only)))
         _set_figures(res, spec, {})
         assert res.figures.wait_share == pytest.approx(share)
 
@@ -140,14 +142,14 @@ def test_the_cli_takes_nproc():
 def test_two_processes_train_with_ddp_and_report_the_all_reduce(store):
     res = tc.run(JobSpec(**DDP, eval_batches=2), store=store)
     assert res.status == "ok", res.error + res.log_tail[-2000:]
-    assert res.extra["world_size"] == 2 and res.extra["dist_backend"] == "gloo"
+    assert res.extra.world_size == 2 and res.extra.dist_backend == "gloo"
     assert [r.step for r in res.records] == list(range(6)) and all(r.loss is not None for r in res.records)
-    assert res.extra["rank_ends"] == {"1": {"status": "ok", "error": ""}}
-    ar = res.extra["allreduce"]
-    assert ar["steps"] == 4 and ar["ms_median"] > 0 and 0 < ar["share_of_step"] < 1
+    assert res.extra.rank_ends == {"1": RankEnd(status="ok", error="")}
+    ar = res.extra.allreduce
+    assert ar.steps == 4 and ar.ms_median > 0 and 0 < ar.share_of_step < 1
     # fp32 gradients: 4 bytes per trainable parameter go into the all-reduce every step
-    assert ar["bytes_per_step"] == 4 * res.extra["n_params"]
-    assert res.extra["eval_loss"] is not None and res.extra["eval_loss_initial"] is not None
+    assert ar.bytes_per_step == 4 * res.extra.n_params
+    assert res.extra.eval_loss is not None and res.extra.eval_loss_initial is not None
     stored = store.query("SELECT COUNT(*) AS n FROM steps WHERE run_id = :run", {"run": res.run_id})
     assert int(stored.n.iloc[0]) == 6
 
@@ -175,13 +177,13 @@ def test_two_nodes_on_this_machine_train_as_one_job(store):
         t.join(600)
     for rank, res in results.items():
         assert res.status == "ok", (rank, res.error + res.log_tail[-2000:])
-        assert res.extra["world_size"] == 2 and res.spec.global_batch == 8
+        assert res.extra.world_size == 2 and res.spec.global_batch == 8
         assert [r.step for r in res.records] == list(range(6)) and res.records[-1].loss is not None
-        assert res.extra["allreduce"]["bytes_per_step"] == 4 * res.extra["n_params"]
+        assert res.extra.allreduce.bytes_per_step == 4 * res.extra.n_params
     assert sorted(results) == [0, 1]
     # each node logs the loss of its own shard's batch, but the all-reduce keeps one model: the same held-out loss
-    assert results[0].extra["eval_loss"] == pytest.approx(results[1].extra["eval_loss"], rel=1e-5)
-    assert results[0].extra["eval_loss"] != pytest.approx(results[0].extra["eval_loss_initial"], rel=1e-5)
+    assert results[0].extra.eval_loss == pytest.approx(results[1].extra.eval_loss, rel=1e-5)
+    assert results[0].extra.eval_loss != pytest.approx(results[0].extra.eval_loss_initial, rel=1e-5)
 
 
 @pytest.mark.integration
@@ -201,8 +203,8 @@ def test_a_node_whose_partners_never_come_stops_at_the_stall_limit_saying_what_i
 def test_inductor_compiles_the_ddp_model_and_trains(store):
     res = tc.run(JobSpec(**{**DDP, "backend": "inductor", "steps": 4, "warmup_steps": 1}), store=store)
     assert res.status == "ok", res.error + res.log_tail[-2000:]
-    assert res.extra["world_size"] == 2 and res.extra["counters"]["compiles"] >= 1
-    assert res.extra["allreduce"]["bytes_per_step"] == 4 * res.extra["n_params"]
+    assert res.extra.world_size == 2 and res.extra.counters["compiles"] >= 1
+    assert res.extra.allreduce.bytes_per_step == 4 * res.extra.n_params
     assert all(r.loss is not None for r in res.records)
 
 
@@ -310,7 +312,7 @@ def test_scaling_measures_the_factor_with_its_interval_and_loss_parity(store):
     assert two.verdict.startswith(("scaling factor", "inconclusive"))
     assert two.parity is True, two.parity_note          # DDP 2 × 4 learns as one process at batch 8
     one = res.parity_runs[2]
-    assert one.extra.get("world_size") is None and res._runs(2)[0].extra["world_size"] == 2
+    assert one.extra.world_size is None and res._runs(2)[0].extra.world_size == 2
     assert res.parity_runs[2].spec.batch_size == 8 and "2 processes (global batch 8)" in res.describe()
     assert (store.comparisons().kind == "scaling").any() and len(res.plot().data) == 2
     again = tc.load_scaling(res.comparison_id, store)   # from the store, nothing rerun: the same table

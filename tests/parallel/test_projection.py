@@ -185,8 +185,8 @@ def test_calibration_keeps_the_base_and_takes_a_dataframe():
 def _dp_result(run_id: int, bucket_bytes: int, seconds: list[float], world_size: int = 2):
     spec = tc.JobSpec(batch_size=4, nproc=world_size, warmup_steps=1, steps=len(seconds))
     res = tc.JobResult(spec=spec, status="ok", run_id=run_id)
-    res.extra.update(world_size=world_size,
-                     allreduce_steps=[[i, 2 * bucket_bytes, 2 * s, 2] for i, s in enumerate(seconds)])
+    res.extra = dataclasses.replace(res.extra, world_size=world_size,
+                                    allreduce_steps=[[i, 2 * bucket_bytes, 2 * s, 2] for i, s in enumerate(seconds)])
     return res
 
 

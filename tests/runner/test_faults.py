@@ -184,13 +184,13 @@ def test_a_store_locked_longer_than_its_busy_timeout_loses_no_step(tmp_path, mon
 
     with pytest.warns(RuntimeWarning, match="could not be written.*merged when the store is next opened"):
         r = tc.run(TINY.replace(steps=40), observer, store=store)
-    assert r.status == "ok" and len(r.records) == 40 and r.extra["spooled"]
+    assert r.status == "ok" and len(r.records) == 40 and r.extra.spooled
     assert _stored_steps(store.path, r.run_id) < 40   # the lock really kept them out
     locker["con"].execute("ROLLBACK")
     locker["con"].close()
     merged = tc.get_run(r.run_id, Store(store.path))   # the next open merges the spool
     assert merged.status == "ok" and len(merged.records) == 40 and merged.figures == r.figures
-    assert not Path(r.extra["spooled"]).exists()
+    assert not Path(r.extra.spooled).exists()
     assert not _left_behind(r.artifacts)
 
 
@@ -227,7 +227,7 @@ def test_a_full_disk_loses_no_step(tmp_path):
             warnings.simplefilter("always")
             r = tc.run(TINY.replace(steps=40), observer, store=store)
         assert r.status == "ok" and len(r.records) == 40
-        spooled = Path(r.extra["spooled"])
+        spooled = Path(r.extra.spooled)
         assert not spooled.is_relative_to(disk)   # beside the store was full too: the temp folder took it
         assert any("full" in str(w.message) and str(spooled) in str(w.message) for w in caught)
         filled[0].unlink()

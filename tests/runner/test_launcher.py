@@ -78,7 +78,7 @@ def test_jobs_are_forked_by_one_launcher_and_train_as_before():
     first.join()
     results.append(tc.run(TINY.replace(seed=1), observer, store=store))
     for r in results:
-        assert r.status == "ok" and r.extra["launcher"] == "fork", (r.error, r.log_tail)
+        assert r.status == "ok" and r.extra.launcher == "fork", (r.error, r.log_tail)
         assert len(r.records) == 24 and r.figures.median_step_s > 0 and r.device == "cpu"
         assert len(tc.steps(r.run_id, store)) == 24 and r.env["threads"] == 1
     (job1, launcher1), (job2, launcher2) = seen.values()
@@ -135,12 +135,12 @@ def test_a_stopped_job_leaves_no_process_behind_and_the_launcher_serves_on():
             stop.set()
 
     r = tc.run(TINY.replace(steps=100_000), observer, stop=stop, store=store)
-    assert r.status == "interrupted" and r.error.startswith("stopped by the user") and r.extra["launcher"] == "fork"
+    assert r.status == "interrupted" and r.error.startswith("stopped by the user") and r.extra.launcher == "fork"
     assert len(tc.steps(r.run_id, store)) == len(r.records) >= 4
     (job, launcher), = seen.values()
     assert _gone(job) and not _working_for(r.artifacts) and pid_alive(launcher)
     again = tc.run(TINY.replace(steps=4, warmup_steps=1), store=store)
-    assert again.status == "ok" and again.extra["launcher"] == "fork"
+    assert again.status == "ok" and again.extra.launcher == "fork"
 
 
 def test_a_launcher_that_dies_takes_its_job_with_it_and_the_next_job_gets_a_new_one():
@@ -158,19 +158,19 @@ def test_a_launcher_that_dies_takes_its_job_with_it_and_the_next_job_gets_a_new_
     (job, launcher), = seen.values()
     assert _gone(job, launcher) and not _working_for(r.artifacts)
     again = tc.run(TINY.replace(steps=4, warmup_steps=1), noted, store=store)
-    assert again.status == "ok" and again.extra["launcher"] == "fork" and seen[again.run_id][1] != launcher
+    assert again.status == "ok" and again.extra.launcher == "fork" and seen[again.run_id][1] != launcher
 
 
 def test_spawn_mode_and_a_script_job_start_a_new_process(tmp_path, monkeypatch):
     store = Store()
     monkeypatch.setenv(zc.LAUNCHER_ENV, "spawn")
     spawned = tc.run(TINY.replace(steps=4, warmup_steps=1), store=store)
-    assert spawned.status == "ok" and spawned.extra["launcher"] == "spawn" and len(spawned.records) == 4
+    assert spawned.status == "ok" and spawned.extra.launcher == "spawn" and len(spawned.records) == 4
     monkeypatch.delenv(zc.LAUNCHER_ENV)
     script = tmp_path / "hello.py"
     script.write_text("print('hello from a script')\n")
     r = tc.run(JobSpec(script=str(script), steps=4, warmup_steps=1, threads=1), store=store)
-    assert r.extra["launcher"] == "spawn" and "hello from a script" in r.log_tail
+    assert r.extra.launcher == "spawn" and "hello from a script" in r.log_tail
     assert r.status == "failed" and "without reporting a step" in r.error
 
 
@@ -190,7 +190,7 @@ def test_a_forked_copy_of_the_runner_starts_a_launcher_of_its_own():
         own = Store(store.path)
         seen_here, noted_here = _parents(own)
         r = tc.run(short, noted_here, store=own)
-        out.put((r.status, r.extra.get("launcher"), list(seen_here.values())))
+        out.put((r.status, r.extra.launcher, list(seen_here.values())))
 
     child = ctx.Process(target=worker)
     child.start()
@@ -202,7 +202,7 @@ def test_a_forked_copy_of_the_runner_starts_a_launcher_of_its_own():
     status, launcher, [(_, its_launcher)] = out.get()
     assert status == "ok" and launcher == "fork" and its_launcher != seen[first.run_id][1]
     again = tc.run(short, noted, store=store)
-    assert again.extra["launcher"] == "fork" and seen[again.run_id][1] == seen[first.run_id][1]
+    assert again.extra.launcher == "fork" and seen[again.run_id][1] == seen[first.run_id][1]
 
 
 def test_jobs_started_by_two_threads_at_once_are_both_forked():
@@ -220,6 +220,6 @@ def test_jobs_started_by_two_threads_at_once_are_both_forked():
         t.start()
     for t in threads:
         t.join()
-    assert [r.status for r in results] == ["ok", "ok"] and {r.extra["launcher"] for r in results} == {"fork"}
+    assert [r.status for r in results] == ["ok", "ok"] and {r.extra.launcher for r in results} == {"fork"}
     (job1, launcher1), (job2, launcher2) = seen.values()
     assert job1 != job2 and launcher1 == launcher2 and _gone(job1, job2)

@@ -7,6 +7,7 @@ KeyboardInterrupt, and the row must end ``interrupted``. No training runs.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -101,8 +102,8 @@ def _fake_run(interrupt_at: int = 2, when=None):
         res = JobResult(spec=spec, status="ok", run_id=len(calls), wall_s=1.0,
                         figures=JobFigures(samples_s=100.0, peak_mem_bytes=spec.batch_size * 2**19))
         loss = 0.3 + abs(spec.lr - 2e-3) * 10
-        res.extra.update(eval_loss=loss, eval_losses=[loss + d for d in SPREAD],
-                         eval_losses_initial=[0.72 + d for d in SPREAD], eval_loss_se=0.004)
+        res.extra = dataclasses.replace(res.extra, eval_loss=loss, eval_losses=[loss + d for d in SPREAD],
+                                        eval_losses_initial=[0.72 + d for d in SPREAD], eval_loss_se=0.004)
         return res
     return run, calls
 
@@ -111,7 +112,7 @@ def test_compare_interrupted_mid_way_leaves_no_running_row(store, monkeypatch):
     import tcbench.comparison as cmp_mod
 
     run, calls = _fake_run()
-    monkeypatch.setattr(cmp_mod, "run", run)
+    monkeypatch.setattr(cmp_mod.running, "run", run)
     with pytest.raises(KeyboardInterrupt):
         cmp_mod.compare(SPEC, backends=["eager"], rounds=2, store=store)
     row = _row(store, "compare")
@@ -123,7 +124,7 @@ def test_noise_floor_interrupted_mid_way_leaves_no_running_row(store, monkeypatc
     import tcbench.comparison as cmp_mod
 
     run, calls = _fake_run()
-    monkeypatch.setattr(cmp_mod, "run", run)
+    monkeypatch.setattr(cmp_mod.running, "run", run)
     with pytest.raises(KeyboardInterrupt):
         cmp_mod.noise_floor(SPEC, rounds=2, store=store)
     row = _row(store, "noise-floor")

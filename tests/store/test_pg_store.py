@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from tcbench import JobFigures, JobResult, JobSpec, Store, StepRecord
+from tcbench.core.extras import JobExtras
 from tcbench.store.history import get_run, runs, steps
 from tcbench.store.api import SCHEMA_VERSION, database
 from tcbench.store.base import StoreError, StoreUnreachable, transient
@@ -70,14 +71,14 @@ def test_run_lifecycle_and_readers(location):
     assert df["loss"].tolist()[-1] == 0.5
     store.beat(rid, worker_pid=4242, artifacts="/tmp/run-x")
     env = {"host": "stored-host", "torch": "9.9.9", "threads": 1, "load_start": {"loadavg": [0.5, 0, 0], "runnable": 1}}
-    res = JobResult(spec=spec, status="ok", run_id=rid, env=env, extra={"counters": {"compiles": 2}},
+    res = JobResult(spec=spec, status="ok", run_id=rid, env=env, extra=JobExtras(counters={"compiles": 2}),
                     figures=JobFigures(median_step_s=0.103, peak_mem_bytes=2**40, noisy=True, noise_reason="busy",
                                        steady_steps=3, recompiles_after_warmup=0))
     store.finish_run(res)
     r = get_run(rid, store)
     assert r.status == "ok" and r.spec == spec and len(r.records) == 5 and r.peak_mem_bytes == 2**40
     assert r.figures == res.figures and r.records[0].cpu_s == 0.09
-    assert r.extra["counters"]["compiles"] == 2 and r.env == env
+    assert r.extra.counters["compiles"] == 2 and r.env == env
     row = runs(store).iloc[-1]
     assert row["backend"] == "inductor" and row["host"] == "stored-host" and row["torch"] == "9.9.9"
     assert bool(row["noisy"]) and row["noise_reason"] == "busy" and row["load_start"].startswith("0.50")

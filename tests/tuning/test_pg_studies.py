@@ -64,7 +64,7 @@ def _fake_run(log: Path, kill_once: Path | None = None, overlap: bool = False):
             res.records.append(rec)
             notify({"type": "step", "record": rec, "run_id": res.run_id})
             time.sleep(0.01)
-        res.extra["eval_loss"] = loss + 0.02
+        res.extra.eval_loss = loss + 0.02
         return res
     return run
 

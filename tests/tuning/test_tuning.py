@@ -7,6 +7,7 @@ streamed steps and decides pruning; with 2 threads a loaded machine starved it).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -25,8 +26,8 @@ def _noise_job(spec):
     from tcbench.tuning.noise import NoiseScale
 
     res = JobResult(spec=spec, status="ok", run_id=999)
-    res.extra["noise_scale"] = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
-                                          batch_size=spec.batch_size, micro_batch=spec.batch_size // 2, steps=10).to_dict()
+    res.extra.noise_scale = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
+                                          batch_size=spec.batch_size, micro_batch=spec.batch_size // 2, steps=10)
     return res
 
 
@@ -54,8 +55,8 @@ def _fake_run(calls: list, honour_stop: bool = True):
             if not math.isfinite(loss):
                 res.status, res.error = "diverged", f"loss became nan at step {step}"
                 return res
-        res.extra.update(eval_loss=loss + 0.02, eval_losses=[loss + 0.02 + d for d in SPREAD],
-                         eval_losses_initial=[0.72 + d for d in SPREAD], eval_loss_se=0.004)
+        res.extra = dataclasses.replace(res.extra, eval_loss=loss + 0.02, eval_losses=[loss + 0.02 + d for d in SPREAD],
+                                        eval_losses_initial=[0.72 + d for d in SPREAD], eval_loss_se=0.004)
         return res
     return run
 
@@ -132,7 +133,8 @@ def test_a_study_in_which_nothing_learned_names_no_best(monkeypatch, store):
     def flat(spec, *a, **k):   # every trial's held-out loss stays where it started (within noise)
         res = inner(spec, *a, **k)
         if not spec.noise_micro_batches:
-            res.extra.update(eval_losses=[0.72 + d for d in reversed(SPREAD)], eval_loss=0.72 + sum(SPREAD) / 4)
+            res.extra = dataclasses.replace(res.extra, eval_losses=[0.72 + d for d in reversed(SPREAD)],
+                                            eval_loss=0.72 + sum(SPREAD) / 4)
         return res
 
     monkeypatch.setattr(runner, "run", flat)
@@ -158,7 +160,8 @@ def test_finalists_are_trained_again_with_more_seeds_and_decide_the_best(monkeyp
         res = inner(spec, *a, **k)
         if res.status == "ok" and not spec.noise_micro_batches:
             j = JITTER[spec.seed % 3]
-            res.extra.update(eval_loss=res.extra["eval_loss"] + j, eval_losses=[v + j for v in res.extra["eval_losses"]])
+            res.extra = dataclasses.replace(res.extra, eval_loss=res.extra.eval_loss + j,
+                                            eval_losses=[v + j for v in res.extra.eval_losses])
         return res
 
     monkeypatch.setattr(runner, "run", seeded)

@@ -40,8 +40,8 @@ def _noise_job(spec):
     from tcbench.tuning.noise import NoiseScale
 
     res = JobResult(spec=spec, status="ok", run_id=999)
-    res.extra["noise_scale"] = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
-                                          batch_size=spec.batch_size, micro_batch=spec.batch_size // 2, steps=10).to_dict()
+    res.extra.noise_scale = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
+                                          batch_size=spec.batch_size, micro_batch=spec.batch_size // 2, steps=10)
     return res
 
 
@@ -66,7 +66,7 @@ def _fake_run(calls: list, interrupt_call: int | None = None):
             rec = StepRecord(step=step, step_s=0.01, samples_s=100.0, tokens_s=1e3, mem_bytes=0, loss=loss)
             res.records.append(rec)
             notify({"type": "step", "record": rec, "run_id": res.run_id})
-        res.extra["eval_loss"] = loss + 0.02
+        res.extra.eval_loss = loss + 0.02
         return res
     return run
 
