@@ -26,7 +26,7 @@ from tcbench.job import track as _track
 from tcbench.job.backends.base import TrainerMismatch
 
 if _track.JOB.spec is not None or _track.BACKEND_ENV in os.environ:   # transformers reads it once, on import
-    os.environ.setdefault("USE_TORCH_XLA", "1" if _track._backend_class().torch_xla else "0")
+    os.environ.setdefault("USE_TORCH_XLA", "1" if _track.this_backend().torch_xla else "0")
 
 from transformers import TrainerCallback  # noqa: E402 - after USE_TORCH_XLA
 
@@ -44,7 +44,7 @@ def training_args(args: Any) -> Any:
     if _track.JOB.spec is None and _track.BACKEND_ENV not in os.environ:
         return args
     spec = _track._spec()
-    changes = _track._backend_class().trainer_args(args, spec)
+    changes = _track.this_backend().trainer_args(args, spec)
     if _track.JOB.active:
         changes.update(logging_strategy="steps", logging_steps=spec.loss_every)
     for name, value in changes.items():
@@ -72,7 +72,7 @@ class TcbenchCallback(TrainerCallback):
         if not tracker.on:
             return control
         try:
-            if _track._backend_class().trainer_configured(args):
+            if _track.this_backend().trainer_configured(args):
                 _track.JOB.configured = True
         except TrainerMismatch as exc:
             _track.JOB.end("failed", str(exc))

@@ -172,7 +172,7 @@ def _spec() -> JobSpec:
     return JOB.spec if JOB.spec is not None else JobSpec(backend=backend_name())
 
 
-def _backend_class() -> Any:
+def this_backend() -> Any:
     """This process's backend class (``tcbench.job.backends.base.Backend``): its script-side classmethods."""
     from tcbench.job.backends import backend_class
 
@@ -208,7 +208,7 @@ def device() -> Any:
     Move each batch there (``batch.to(tcbench.device())``); ``compile_for_backend`` moves the model.
     """
     if JOB.device is None:
-        JOB.device = _backend_class().script_device(JOB.spec)
+        JOB.device = this_backend().script_device(JOB.spec)
     return JOB.device
 
 
@@ -236,7 +236,7 @@ def compile_for_backend(model: Any, optimizer: Any = None) -> tuple[Any, Any]:
     ``torch_xla.sync()``.
     """
     JOB.model = model
-    _backend_class().compile_script(model, optimizer, _spec(), device)
+    this_backend().compile_script(model, optimizer, _spec(), device)
     JOB.configured = True
     announce()
     return model, optimizer
@@ -279,7 +279,7 @@ class Tracker:
             JOB.end("failed", msg)
             raise RuntimeError(msg)
         announce()
-        JOB.diag = _backend_class().collector()   # before the first compiled step (compiling is lazy)
+        JOB.diag = this_backend().collector()   # before the first compiled step (compiling is lazy)
         self._backend = _backend_object(self.spec)
         self._meter = _proc.RssMeter()   # baseline: the script's model, optimizer and data exist by now
         JOB.send(Phase("compiling" if self.spec.compiled else "warmup"))
