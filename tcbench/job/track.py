@@ -301,7 +301,7 @@ class Tracker:
         """The step just done: the device synchronised, then its record (not sent yet: ``emit``)."""
         if not self.on or JOB.finished:
             return None
-        self._backend.end_script_step()   # XLA: cut the lazy graph, compiled (first time) and launched here
+        self._backend.cut_graph()   # XLA: cut the lazy graph, compiled (first time) and launched here
         self._backend.sync()     # CUDA synchronize / XLA wait_device_ops: the clock stops when the device is done
         dt = time.perf_counter() - self._t
         cpu = time.process_time() - self._c

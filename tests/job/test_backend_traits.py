@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NAMES = sorted(REGISTRY)
 FLAGS = ("runtime_threads", "forkable", "shares_artifacts", "torch_xla")
 PARENT_SIDE = ("job_env", "script_env", "compile_cache", "parallel_unavailable", "preflight")
-SCRIPT_SIDE = ("collector", "script_device", "compile_script", "end_script_step", "trainer_args",
+SCRIPT_SIDE = ("collector", "script_device", "compile_script", "cut_graph", "trainer_args",
                "trainer_configured")
 
 

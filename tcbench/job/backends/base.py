@@ -83,8 +83,9 @@ class Backend(Protocol):
         ``device()`` gives the script's device."""
 
     @classmethod
-    def end_script_step(cls) -> None:
-        """End a user's step before the device sync (a lazy backend cuts and launches the step's graph here)."""
+    def cut_graph(cls) -> None:
+        """Cut and launch the work traced so far (a lazy backend, XLA: a user's step before the device sync, the
+        worker's held-out evaluation before its losses are read); a no-op for an eager device."""
 
     @classmethod
     def trainer_args(cls, args: Any, spec: JobSpec) -> dict[str, Any]:

@@ -93,7 +93,7 @@ class XlaBackend:
         move_model(model, optimizer, device())
 
     @classmethod
-    def end_script_step(cls) -> None:
+    def cut_graph(cls) -> None:
         import torch_xla
 
         torch_xla.sync()     # cut the lazy graph: the step's work is compiled (first time) and launched
