@@ -275,7 +275,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
             "run_id": run_id, "spec": spec})
     try:
         ok, reason = backend_status(spec.backend)
-        why_not = _parallel_unavailable(spec)
+        why_not = backend_class(spec.backend).parallel_unavailable(spec)
         if not ok:
             result.status, result.error = "unavailable", f"backend {spec.backend!r} is unavailable: {reason}"
         elif why_not:
@@ -299,12 +299,6 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         notify({"type": "end", "job": job, "backend": spec.backend, "label": result.name, "run_id": run_id,
                 "result": result})
     return result
-
-
-def _parallel_unavailable(spec: JobSpec) -> str:
-    """Why this data-parallel job cannot run here ("" when it can), in the backend's words (XLA's collectives on
-    the PJRT CPU device)."""
-    return backend_class(spec.backend).parallel_unavailable(spec)
 
 
 def _probe(spec: JobSpec, store: Store) -> dict:

@@ -92,14 +92,19 @@ def test_a_scripts_environment_and_the_compile_cache_are_as_before(name, tmp_pat
     assert isinstance(cache, Path) and cache == (tmp_path / name if name == "xla" else tmp_path / "inductor")
 
 
+def _set_env(monkeypatch, name: str, value: str | None) -> None:
+    """The variable set to ``value``, or absent for None."""
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, value)
+
+
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("nproc", [1, 2])
 @pytest.mark.parametrize("device", [None, "CPU", "cpu", "", "TPU", "CUDA"])
 def test_data_parallel_refusal_is_as_before(name, nproc, device, monkeypatch):
-    if device is None:
-        monkeypatch.delenv("PJRT_DEVICE", raising=False)
-    else:
-        monkeypatch.setenv("PJRT_DEVICE", device)
+    _set_env(monkeypatch, "PJRT_DEVICE", device)
     spec = JobSpec(backend=name, nproc=nproc, threads=1)
     why = backend_class(name).parallel_unavailable(spec)
     assert isinstance(why, str) and why == _parallel_unavailable_by_name(spec)
@@ -109,10 +114,7 @@ def test_data_parallel_refusal_is_as_before(name, nproc, device, monkeypatch):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("nproc, devices", [(1, None), (1, "4"), (2, None), (2, "2"), (2, "4")])
 def test_preflight_refuses_only_xla_with_another_gpu_count(name, nproc, devices, monkeypatch):
-    if devices is None:
-        monkeypatch.delenv("GPU_NUM_DEVICES", raising=False)
-    else:
-        monkeypatch.setenv("GPU_NUM_DEVICES", devices)
+    _set_env(monkeypatch, "GPU_NUM_DEVICES", devices)
     spec = JobSpec(backend=name, nproc=nproc, threads=1)
     if name == "xla" and nproc == 2 and devices == "4":
         with pytest.raises(SpecError, match="nproc=2 but GPU_NUM_DEVICES=4: torch_xla would fail"):

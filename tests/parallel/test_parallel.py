@@ -88,17 +88,20 @@ def test_xla_data_parallel_runs_under_torchrun_on_tpu_and_cuda_devices(monkeypat
     """Where XLA's collectives work the job is not refused: it takes the launcher like DDP, its process group is
     torch_xla's (xla://), and its gradients are all-reduced by xm.optimizer_step (one device here: a plain step,
     which every xla integration test runs)."""
-    from tcbench.runner.process import _command, _parallel_unavailable
+    from tcbench.job.backends import backend_class
     from tcbench.job.worker import dist_backend
+    from tcbench.runner.process import _command
+
+    refusal = backend_class("xla").parallel_unavailable
 
     spec = JobSpec(**{**DDP, "backend": "xla"})
     for device in ("TPU", "CUDA"):
         monkeypatch.setenv("PJRT_DEVICE", device)
-        assert _parallel_unavailable(spec) == ""
+        assert refusal(spec) == ""
         argv, _, _ = _command(spec, 3, "/tmp/x", "/tmp/c")
         assert argv[1:3] == ["-m", "tcbench.job.launch"]
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
-    assert "pytorch/xla#5005" in _parallel_unavailable(spec)
+    assert "pytorch/xla#5005" in refusal(spec)
     assert [dist_backend(d) for d in ("xla", "cuda", "cpu")] == ["xla", "nccl", "gloo"]
 
 
