@@ -47,6 +47,7 @@ class Comparison:
     kind: str = "compare"
     rule: RoundsRule | None = None
     stop_reason: str = ""
+    stop_kind: str = ""   # the same as one of measure.metrics.STOP_KINDS ("" for a comparison stored before it)
     between: dict[str, tuple[float, int]] = field(default_factory=dict)
     created: float | None = None   # when it started (seconds since the epoch)
     # a label that is not a backend's: the spec its jobs run (``compare_configs``: compiled configurations)
@@ -137,12 +138,14 @@ class Comparison:
             problems.append("no round ran both jobs")
         noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
         what_to_do = advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
-                            self.rule and self.rule.budget_s)
+                            self.rule and self.rule.budget_s, self.stop_kind, bool(noisy),
+                            self.rule and self.rule.max_rounds)
         if label in self.between and 2 * self.between[label][0] > math.log1p(self.rule.resolve if self.rule
                                                                             else DEFAULT_RESOLVE):
             what_to_do = ("the speedup itself moves between comparisons on this machine, so more rounds will not "
                           "narrow this interval: measure on cores no other tenant shares")
-        kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds, what_to_do)
+        kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds, what_to_do,
+                             self.rule.resolve if self.rule else DEFAULT_RESOLVE)
         nat_med = median_of([a.median_step_s for a, _ in complete])
         # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
         compile_s = median_of([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete

@@ -149,50 +149,53 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
     cmp.comparison_id, cmp.created = session.comparison_id, time.time()
     session.info_at_finish = lambda: {"summary": json.loads(cmp.summary().to_json(orient="records")),
                                       **({} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule),
-                                                                      "stop_reason": cmp.stop_reason}),
+                                                                      "stop_reason": cmp.stop_reason,
+                                                                      "stop_kind": cmp.stop_kind}),
                                       **({"between": cmp.between} if cmp.between else {})}
     labels, started = cmp.backends, time.monotonic()
     rnd = 0
     while not session.stopped:
-        reason = _stop_reason(cmp, rnd, time.monotonic() - started)
+        kind, reason = _stop_reason(cmp, rnd, time.monotonic() - started)
         if reason:
-            cmp.stop_reason = reason
+            cmp.stop_kind, cmp.stop_reason = kind, reason
             break
+        draw = object()   # every round its own warm launcher: rounds never share a launcher's luck
         for label in (labels if rnd % 2 == 0 else labels[::-1]):
             if session.stopped:
                 break
             cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
-                                   f"{label}#{rnd}", label=label if label != cmp.spec_for(label).backend else ""))
+                                   f"{label}#{rnd}", label=label if label != cmp.spec_for(label).backend else "",
+                                   draw=draw))
         rnd += 1
         if cmp.rule is not None:
             cmp.rounds = session.rounds = rnd
     if session.stopped:
-        cmp.stop_reason = "stopped by the user"
+        cmp.stop_kind, cmp.stop_reason = "stopped", "stopped by the user"
 
 
-def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> str:
-    """Why no further round starts ("" to run one more): the fixed count, or the adaptive rule — the resolution
-    reached, the budget (a round is not started when the rounds so far say it would end past it; never before two
-    rounds), the maximum, or a
-    job that cannot run (failed, out of memory, unavailable: another round would end the same way)."""
+def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> tuple[str, str]:
+    """Why no further round starts, as (kind, words) (``measure.metrics.STOP_KINDS``; ("", "") to run one more): the
+    fixed count, or the adaptive rule — the resolution reached, the budget (a round is not started when the rounds so
+    far say it would end past it; never before two rounds), the maximum, or a job that cannot run (failed, out of
+    memory, unavailable: another round would end the same way)."""
     rule = cmp.rule
     if rule is None:
-        return "all rounds ran" if done >= cmp.rounds else ""
+        return ("rounds", "all rounds ran") if done >= cmp.rounds else ("", "")
     broken = [r for r in cmp.results if r.status in ("failed", "oom", "unavailable", "diverged")]
     if broken:
-        return f"{broken[0].name} round {broken[0].round} ended {broken[0].status}"
+        return "broken", f"{broken[0].name} round {broken[0].round} ended {broken[0].status}"
     if done and cmp.resolved():
-        return f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
+        return "resolved", f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
     moving = [label for label in cmp.backends[1:] if not rule.reachable(cmp._tau(label))]
     if moving and done >= rule.pilot:
         tau, k = cmp.between[moving[0]]
-        return (f"the speedup of {moving[0]} moved ±{math.expm1(tau):.1%} between {k} earlier comparisons on this "
-                f"machine: more rounds now cannot resolve ±{rule.resolve:.0%}")
+        return "moving", (f"the speedup of {moving[0]} moved ±{math.expm1(tau):.1%} between {k} earlier comparisons "
+                          f"on this machine: more rounds now cannot resolve ±{rule.resolve:.0%}")
     if done >= rule.max_rounds:
-        return f"max_rounds={rule.max_rounds} reached"
+        return "max_rounds", f"max_rounds={rule.max_rounds} reached"
     # a single round says nothing about the spread between processes: the budget ends the rounds after two at the
     # earliest (a first round's cold compile would otherwise leave "0.91× (single round)" as the answer)
     if rule.budget_s is not None and done >= 2 and elapsed_s + elapsed_s / done > rule.budget_s:
-        return (f"budget spent: {elapsed_s:.0f} s of budget_s={rule.budget_s:g} s ran {done} rounds, and another "
-                f"would end past it")
-    return ""
+        return "budget", (f"budget spent: {elapsed_s:.0f} s of budget_s={rule.budget_s:g} s ran {done} rounds, and "
+                          "another would end past it")
+    return "", ""

@@ -8,6 +8,7 @@ from what is stored, never from the machine that renders them.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import os
 import platform
@@ -83,6 +84,21 @@ def cpu_flags() -> frozenset[str]:
     except OSError:
         pass
     return frozenset()
+
+
+# the CPU features Inductor's C++ code generation picks its vector instructions by (torch._inductor.cpu_vec_isa)
+_CODEGEN_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_fp16", "amx_tile",
+                  "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni", "asimd", "sve", "vsx", "zvector")
+
+
+def codegen_key(threads: int) -> str:
+    """The name of the compile cache folder for jobs of ``threads`` threads on this CPU: what compiled CPU code
+    specialises on and a cache key may leave out. Inductor bakes the OpenMP thread count into its kernels and
+    torch 2.9's FX graph cache key does not hold it (pytorch/pytorch#110611, #160812, #167463): kernels compiled
+    for 1 thread, served to a 2-thread job from a shared cache, made a small BERT 25-50 % slower. A folder per
+    thread count and per CPU vector ISA (a TCBENCH_HOME shared between machines) makes a hit a hit for this job."""
+    isa = hashlib.sha256(" ".join(sorted(cpu_flags() & set(_CODEGEN_FLAGS))).encode()).hexdigest()[:8]
+    return f"threads-{int(threads)}-{platform.machine() or 'cpu'}-{isa}"
 
 
 def load_now() -> dict[str, Any]:

@@ -25,8 +25,8 @@ ENV = "TCBENCH_ARTIFACTS"
 
 def key_fields(spec: JobSpec, device: Any) -> dict[str, Any]:
     """What compiled code depends on: torch, Python, the device and what its compiler targets (the CPU's vector
-    instruction sets, or the GPU's name and compute capability), the compiler's configuration, the model and the
-    shapes."""
+    instruction sets and the thread count Inductor bakes into its CPU kernels, or the GPU's name and compute
+    capability), the compiler's configuration, the model and the shapes."""
     import torch
 
     if device.type == "cuda":
@@ -39,7 +39,7 @@ def key_fields(spec: JobSpec, device: Any) -> dict[str, Any]:
         except (ImportError, AttributeError):   # a torch without the helper: the machine's name instead
             target = platform.processor() or platform.machine()
     return {"torch": torch.__version__, "python": sys.version.split()[0], "device": device.type, "target": target,
-            **spec_fields(spec)}
+            "threads": torch.get_num_threads() if device.type == "cpu" else None, **spec_fields(spec)}
 
 
 def spec_fields(spec: JobSpec) -> dict[str, Any]:

@@ -147,16 +147,24 @@ def announce(chan: Channel, spec: JobSpec) -> None:
                            "artifacts"))
 
 
-def pin_cpus(threads: int, world_size: int) -> tuple[int, ...] | None:
-    """Pin every thread of this job to the last ``threads`` CPUs it may use, for its steady steps: every job of a
-    comparison then runs on the same cores (it no longer wanders between them, and the kernel's interrupts and other
-    processes tend to land on CPU 0 first). The warmup stays unpinned, so a compiler's worker processes keep every
-    core. None (not pinned): a data-parallel job (its ranks share the cores), ``threads`` covering every usable CPU,
-    or ``TCBENCH_PIN=0``."""
-    usable = sorted(os.sched_getaffinity(0))
-    if world_size > 1 or threads >= len(usable) or os.environ.get("TCBENCH_PIN", "1") == "0":
+def job_cpus(threads: int, world_size: int, usable: set[int] | None = None) -> tuple[int, ...] | None:
+    """The CPUs a job of ``threads`` threads steps on: the last ``threads`` of those it may use (``usable``, default
+    this process's). None (not pinned): a data-parallel job (its ranks share the cores), ``threads`` covering every
+    usable CPU, or ``TCBENCH_PIN=0``. The runner starts the next round's launcher on the others (``zygote_client``)."""
+    cpus = sorted(os.sched_getaffinity(0) if usable is None else usable)
+    if world_size > 1 or threads < 1 or threads >= len(cpus) or os.environ.get("TCBENCH_PIN", "1") == "0":
         return None
-    cpus = tuple(usable[-threads:])
+    return tuple(cpus[-threads:])
+
+
+def pin_cpus(threads: int, world_size: int) -> tuple[int, ...] | None:
+    """Pin every thread of this job to ``job_cpus``, for its steady steps: every job of a comparison then runs on
+    the same cores (it no longer wanders between them, and the kernel's interrupts and other processes tend to land
+    on CPU 0 first). The warmup stays unpinned, so a compiler's worker processes keep every core. None: not pinned
+    (see ``job_cpus``)."""
+    cpus = job_cpus(threads, world_size)
+    if cpus is None:
+        return None
     for tid in os.listdir("/proc/self/task"):   # sched_setaffinity(0) would pin the calling thread only
         try:
             os.sched_setaffinity(int(tid), cpus)

@@ -3,8 +3,8 @@ one child per measured job, so a job starts in milliseconds instead of paying Py
 (a tiny eager job's first step came 4 s sooner on 2 cores: benchmarks/startup.md). Each job is still a process of
 its own: its memory, a crash, its compile caches stay in it.
 
-Run as ``python -m tcbench.job.zygote <control-fd>`` by the runner (``tcbench.runner.zygote_client``), which turns
-it off with ``TCBENCH_LAUNCHER=spawn`` (default ``fork``). Start method: ``os.fork()``, called here explicitly —
+Run as ``python -m tcbench.job.zygote <control-fd> [<cpus>]`` by the runner (``tcbench.runner.zygote_client``),
+which turns it off with ``TCBENCH_LAUNCHER=spawn`` (default ``fork``). Start method: ``os.fork()``, called here explicitly —
 not ``multiprocessing``, whose default start method Python 3.14 changed from fork to forkserver.
 
 Forking is safe because nothing but imports happens before it: no tensor op, no OpenMP pool, no CUDA, no
@@ -36,6 +36,7 @@ environment differs from a job's in two ways only: that slot, and OpenBLAS kept 
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import json
@@ -317,11 +318,16 @@ def _show_run_dir(run_dir: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """``<control-fd> [<cpu>,<cpu>...]``: with CPUs, the launcher was started on a few CPUs only (one started ahead of
+    need keeps off the cores a measured job steps on) and takes these back once its imports are done, for its
+    children."""
     sock = socket.socket(fileno=int(argv[0]))
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the runner ends it (its socket, its death), never a Ctrl-C
     try:
         preload()
+        if len(argv) > 1:
+            os.sched_setaffinity(0, {int(c) for c in argv[1].split(",")})
         why = unsafe_state()
     except Exception:  # noqa: BLE001 - the runner says why in the job's log and starts the job itself
         why = "the launcher's imports failed: " + traceback.format_exc()[-1500:]
@@ -330,7 +336,13 @@ def main(argv: list[str]) -> int:
         return 1
     send(sock, {"ready": os.getpid()})
     Launcher(sock).serve()
-    return 0
+    # its exit handlers (torch's removes the temporary folder of its remote-module template), not the interpreter's
+    # teardown: unloading torch and transformers took about 2 s of CPU here, on whichever core a measured job of
+    # the next round steps on (a comparison retires a launcher after every round)
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import statistics
 from typing import Any, Sequence
 
 from tcbench.core.results import JobFigures, StepRecord
-from tcbench.view.format import fmt_ratio   # the verdict sentences' ratios
+from tcbench.view.format import fmt_between, fmt_ratio   # the verdict sentences' ratios
 
 # -- noise: when a job's steady steps cannot be trusted ---------------------------------------------
 NOISY_WAIT_SHARE = 0.10     # threads runnable but waiting for a CPU more than 10 % of the steady time
@@ -23,8 +23,8 @@ NOISY_STEAL = 0.10          # the hypervisor took more than 10 % of the machine'
 MIN_STEADY = 3              # fewer steady steps than this: no spread, so no verdict
 
 # -- verdicts ------------------------------------------------------------------------------------------
-RESOLVE = 1.25              # an interval containing 1 and inside [1/1.25, 1.25] is "no measurable difference";
-                            # wider, it is "inconclusive" (it cannot tell a 25 % difference)
+EQUIVALENCE = 0.05          # the equivalence margin when none is asked: an interval inside [1/1.05, 1.05] is "no
+                            # measurable difference"; one that contains 1 but reaches past it is "inconclusive"
 VERDICT_KINDS = ("baseline", "faster", "slower", "no measurable difference", "inconclusive")
 DRIFT = 0.10               # a job's median step moved more than 10 % between rounds: the machine's speed drifted
 
@@ -132,11 +132,27 @@ def mfu(flops_per_step: float | None, step_s: float, probe: dict | None) -> tupl
 
 
 # -- pairs: verdict, break-even, warnings (the interval: tcbench.measure.interval) ---------------------------
-def advice(threads: int | None, rounds: int, resolve: float | None, budget_s: float | None) -> str:
-    """What would make the next measurement decisive, naming only settings the job did not already use."""
+STOP_KINDS = ("rounds", "resolved", "budget", "max_rounds", "moving", "broken", "stopped")   # why rounds ended
+
+
+def advice(threads: int | None, rounds: int, resolve: float | None, budget_s: float | None, stop_kind: str = "",
+           noisy: bool = False, max_rounds: int | None = None) -> str:
+    """What would make the next measurement decisive, matched to why this one was not: disturbed jobs (``noisy``)
+    need a quieter machine, not more rounds; otherwise what ended the rounds (``stop_kind``, one of ``STOP_KINDS``:
+    a fixed count, the budget, the maximum, a resolution too coarse for the difference). Names only settings the
+    job did not already use."""
     out = [] if threads == 1 else ["run with threads=1 (spinning OpenMP threads of 2+ per job make steps scatter)"]
-    if resolve is None:
+    if noisy:
+        return "; ".join([*out, "stop other work on this machine (or run on cores no other process uses)"])
+    if resolve is None or stop_kind == "rounds":
         out.append(f"let the rounds adapt: resolve=0.05, budget_s=120 (this comparison ran a fixed {rounds})")
+    elif stop_kind == "resolved":
+        out.append(f"ask for a finer resolution than ±{resolve:.0%} (resolve={resolve / 2:g}): the difference, if "
+                   "any, is smaller than this comparison was asked to resolve")
+    elif stop_kind == "max_rounds":
+        out.append(f"allow more rounds than max_rounds={max_rounds or rounds}")
+    elif stop_kind == "stopped":
+        out.append("let the rounds run until the rule stops them")
     elif budget_s is not None:
         out.append(f"give the rounds more time than budget_s={budget_s:g}")
     out.append("stop other work on this machine")
@@ -144,9 +160,11 @@ def advice(threads: int | None, rounds: int, resolve: float | None, budget_s: fl
 
 
 def verdict(speedup: float | None, low: float | None, high: float | None, noisy: Sequence[str],
-            problems: Sequence[str], rounds: int, what_to_do: str) -> tuple[str, str]:
-    """(kind, sentence). ``faster``/``slower`` only when the 95 % interval excludes 1 and no job was noisy;
-    ``what_to_do``: the advice when it cannot decide (``advice``)."""
+            problems: Sequence[str], rounds: int, what_to_do: str, margin: float = EQUIVALENCE) -> tuple[str, str]:
+    """(kind, sentence). ``faster``/``slower`` only when the 95 % interval excludes 1 and no job was noisy; "no
+    measurable difference" only when the whole interval lies within the equivalence ``margin`` (the asked
+    resolution: 0.05 is [1/1.05, 1.05]); an interval that contains 1 and reaches past it is "inconclusive", with
+    its bounds. ``what_to_do``: the advice when it cannot decide (``advice``)."""
     single = " (single round: no run-to-run spread)" if rounds == 1 else ""
     if problems:
         return "inconclusive", "inconclusive: " + "; ".join(problems)
@@ -160,11 +178,11 @@ def verdict(speedup: float | None, low: float | None, high: float | None, noisy:
         return "faster", f"faster: {ci}"
     if high < 1:
         return "slower", f"slower: {ci}"
-    if high <= RESOLVE and low >= 1 / RESOLVE:
-        return "no measurable difference", (f"no measurable difference: {ci} contains 1; a difference smaller "
-                                            f"than {max(high, 1 / low) - 1:.0%} cannot be resolved here now")
-    return "inconclusive", (f"inconclusive: {ci} contains 1 but is too wide to tell a "
-                            f"{RESOLVE - 1:.0%} difference — {what_to_do}")
+    if high <= 1 + margin and low >= 1 / (1 + margin):
+        return "no measurable difference", (f"no measurable difference: {ci} lies within ±{margin:.0%} of 1, the "
+                                            "resolution asked for")
+    return "inconclusive", (f"inconclusive: {fmt_between(speedup, low, high)}{single}: it contains 1 and reaches "
+                            f"past ±{margin:.0%} — {what_to_do}")
 
 
 def drift(label: str, medians_s: Sequence[float]) -> str:

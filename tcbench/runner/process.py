@@ -37,7 +37,7 @@ from statistics import median
 from typing import Any
 
 from tcbench.host.env import job_env as job_env_info
-from tcbench.host.env import load_now
+from tcbench.host.env import codegen_key, load_now
 from tcbench.job.backends import backend_class, get_backend
 from tcbench.job.protocol import End, Log, Step, decode
 from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_reference
@@ -134,11 +134,13 @@ def backend_status(name: str) -> tuple[bool, str]:
 
 
 def _cache_dirs(spec: JobSpec) -> tuple[Path, Path | None]:
-    """The compile cache for this job and, for cache='cold' or 'artifacts', the temporary folder to delete."""
+    """The compile cache for this job and, for cache='cold' or 'artifacts', the temporary folder to delete. The
+    shared cache has a folder per thread count and CPU (``codegen_key``): a hit is compiled code for this job."""
     if spec.cache in ("cold", "artifacts"):   # artifacts: loaded into a cache as empty as a new machine's
         tmp = Path(tempfile.mkdtemp(prefix=f"tcbench-{spec.cache}-cache-"))   # mkdtemp makes it 0700
         return tmp, tmp
-    return private_dir(home() / "cache", tighten=True), None
+    private_dir(home() / "cache", tighten=True)
+    return private_dir(home() / "cache" / codegen_key(_threads(spec)), tighten=True), None
 
 
 def _count_files(path: Path) -> int:
@@ -251,10 +253,12 @@ def _threads(spec: JobSpec) -> int:
 
 def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event | None = None,
         store: Store | None = None, comparison_id: int | None = None, round: int = 0,
-        job: str | None = None, label: str = "") -> JobResult:
+        job: str | None = None, label: str = "", draw: object = None) -> JobResult:
     """Run one job in its own process and return its JobResult (a failure is a status, never a raise).
 
     ``label`` names the job in its comparison (default: the backend; ``"eager (A/A)"`` for an A/A twin).
+    ``draw``: jobs of different draws are never forked by the same warm launcher (a comparison passes one per round:
+    ``tcbench.runner.zygote_client``).
     A KeyboardInterrupt in the caller stops the job, keeps every step it sent, stores the run as
     ``interrupted`` and is raised again.
     """
@@ -283,7 +287,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         else:
             fetch = backend_class(spec.backend).shares_artifacts and spec.cache == "artifacts"
             shared = [team_artifacts.fetch(store, spec)] if fetch else []
-            _execute(spec, result, store, writer, notify, stop, run_dir, job)
+            _execute(spec, result, store, writer, notify, stop, run_dir, job, draw)
             shared.append(team_artifacts.keep(store, result))
             if any(shared):
                 result.extra.store_artifacts = "; ".join(s for s in shared if s)
@@ -316,7 +320,7 @@ def _stall_limit(spec: JobSpec, records: list[StepRecord]) -> float:
 
 
 def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, notify: Observer,
-             stop: threading.Event | None, run_dir: Path, job: str) -> None:
+             stop: threading.Event | None, run_dir: Path, job: str, draw: object = None) -> None:
     probe = result.extra.probe = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
     compile_cache = backend_class(spec.backend).compile_cache(cache)
@@ -327,13 +331,15 @@ def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, no
     argv, cwd, extra = _command(spec, write_fd, run_dir, cache)
     try:
         with open(log_path, "w") as log:   # its own process group, ended as one; forked by the launcher if it can be
-            proc = start_job(spec, argv, cwd, {**job_env(spec, cache, run_dir), **extra}, write_fd, log, run_dir)
+            proc = start_job(spec, argv, cwd, {**job_env(spec, cache, run_dir), **extra}, write_fd, log, run_dir,
+                             draw)
     except BaseException:   # not started (a KeyboardInterrupt while the launcher imports): no pipe left open
         os.close(read_fd)
         raise
     finally:
         os.close(write_fd)
     result.extra.launcher = "fork" if isinstance(proc, Forked) else "spawn"
+    result.extra.launcher_pid = proc.launcher if isinstance(proc, Forked) else None
     writer.beat(worker_pid=proc.pid, artifacts=str(run_dir))
     q: queue.Queue = queue.Queue()
     reader = threading.Thread(target=_reader, args=(os.fdopen(read_fd), q), daemon=True)

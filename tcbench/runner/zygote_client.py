@@ -9,6 +9,14 @@ the per-job paths (run folder, compile caches), which nothing reads at import, p
 newest change to tcbench's source. When the launcher cannot start, refuses or dies, the job starts as a new
 process and its log says why: a job never fails because the fast path did.
 
+**Every round its own launcher.** Children of one launcher share its address layout (its libraries, its heap), and
+with it a luck of their own: a tiny GPT-2's eager step sat at about 30 ms or at about 36 ms for every job of one
+launcher (README, "A first comparison you can trust"). So a job may carry a ``draw`` (a comparison passes one token
+per round): a launcher serves one draw only, and a job of another draw gets a launcher that has served nobody. The
+next one is started ahead of need, while the current round runs, on the CPUs its jobs leave free
+(``job_cpus``: a 1-thread job steps on the last CPU, the launcher imports on the others), and kept as the spare;
+where no CPU is free, the next round's first job waits for a new launcher's imports.
+
 A forked job is handled like a Popen (``Forked``: pid, poll, wait, returncode; its exit status comes from the
 launcher, its parent). The launcher is started from one long-lived thread of this process: its parent-death
 signal follows the thread that started it, and a job may be started from a short-lived one (the panel's); it also
@@ -19,6 +27,7 @@ tuning workers) starts a launcher of its own. The first job waits for the launch
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -35,6 +44,7 @@ from typing import IO, Any, NoReturn, Protocol
 from tcbench.core.spec import JobSpec
 from tcbench.host.paths import home, private_dir
 from tcbench.job.backends import backend_class
+from tcbench.job.process_tools import job_cpus
 from tcbench.job.zygote import RUN_DIR, launcher_environ, receive, send
 
 LAUNCHER_ENV = "TCBENCH_LAUNCHER"
@@ -62,8 +72,9 @@ class JobProcess(Protocol):
 class Forked:
     """A job the launcher forked, used as a Popen; its exit status is reported by the launcher."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, launcher: int = 0) -> None:
         self.pid = pid
+        self.launcher = launcher   # the launcher's pid
         self.returncode: int | None = None
         self._exited = threading.Event()
 
@@ -86,19 +97,29 @@ def forkable(spec: JobSpec) -> bool:
 
 
 def start_job(spec: JobSpec, argv: list[str], cwd: str, env: dict[str, str], msg_fd: int, log: IO[str],
-              run_dir: Path) -> JobProcess:
-    """The job's process, in its own process group: forked by the launcher, else started as ``argv``."""
+              run_dir: Path, draw: object = None) -> JobProcess:
+    """The job's process, in its own process group: forked by the launcher, else started as ``argv``. ``draw``: jobs
+    of different draws never fork from the same launcher (None: any launcher of this environment)."""
     mode = os.environ.get(LAUNCHER_ENV, "fork")
     if mode not in ("fork", "spawn"):
         _note(log, f"{LAUNCHER_ENV}={mode!r} is neither 'fork' nor 'spawn'; this job starts as a new process")
     elif mode == "fork" and forkable(spec):
         request = {"spec": spec.to_json(), "run_dir": str(run_dir), "cwd": cwd, "env": env}
+        spare = None if draw is None else free_cpus(int(env.get("OMP_NUM_THREADS") or 0), spec.world_size)
         try:
-            return _LAUNCHER.fork(request, (msg_fd, log.fileno()), ready_s=spec.stall_s)
+            return _LAUNCHER.fork(request, (msg_fd, log.fileno()), ready_s=spec.stall_s, draw=draw, spare_cpus=spare)
         except Exception as exc:  # noqa: BLE001 - the fast path failing never fails the job
             _note(log, f"the warm launcher could not start this job ({exc}); it starts as a new process")
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                             pass_fds=(msg_fd,), cwd=cwd, start_new_session=True)   # its own process group
+
+
+def free_cpus(threads: int, world_size: int = 1) -> tuple[int, ...] | None:
+    """The CPUs a job of ``threads`` threads leaves free while it steps (``job_cpus``), or None when it leaves none."""
+    steps_on = job_cpus(threads, world_size)
+    if steps_on is None:
+        return None
+    return tuple(sorted(os.sched_getaffinity(0) - set(steps_on))) or None
 
 
 def _note(log: IO[str], line: str) -> None:
@@ -130,29 +151,38 @@ class _Starter:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    def popen(self, argv: list[str], cpus: tuple[int, ...] | None = None, **kwargs: Any) -> subprocess.Popen:
+        """``argv`` started from the starter's thread; with ``cpus``, on those CPUs from its first instruction (the
+        thread takes them for the fork, the child inherits them)."""
         done: Future = Future()
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True, name="tcbench-launcher-starter")
                 self._thread.start()
-        self._todo.put((done, argv, kwargs))
+        self._todo.put((done, argv, cpus, kwargs))
         return done.result()
 
     def _run(self) -> None:
         while True:
-            done, argv, kwargs = self._todo.get()
+            done, argv, cpus, kwargs = self._todo.get()
+            mine = os.sched_getaffinity(0)   # this thread's
             try:
+                if cpus:
+                    os.sched_setaffinity(0, cpus)
                 done.set_result(subprocess.Popen(argv, **kwargs))
             except BaseException as exc:  # noqa: BLE001 - handed to the thread that asked
                 done.set_exception(exc)
+            finally:
+                os.sched_setaffinity(0, mine)
 
 
 class _Zygote:
     """One launcher process, seen from here: its control socket, the requests waiting for an answer, its children."""
 
-    def __init__(self, key: tuple, env: dict[str, str], starter: _Starter) -> None:
+    def __init__(self, key: tuple, env: dict[str, str], starter: _Starter, cpus: tuple[int, ...] | None = None) -> None:
         self.key = key
+        self.draw: object = None   # the jobs' draw it serves (``start_job``)
+        self.served = False        # it has forked a job
         self.broken = ""     # why it must not be started again for this key (it never became ready, or refused)
         self.dead = False
         self._retired = False
@@ -164,7 +194,10 @@ class _Zygote:
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             fd = theirs.fileno()
-            self._proc = starter.popen([sys.executable, "-m", "tcbench.job.zygote", str(fd)],
+            argv = [sys.executable, "-m", "tcbench.job.zygote", str(fd)]
+            if cpus:   # it imports on ``cpus``, then takes this process's CPUs back for its children
+                argv.append(",".join(map(str, sorted(os.sched_getaffinity(0)))))
+            self._proc = starter.popen(argv, cpus=cpus,
                                        env=launcher_environ(env), pass_fds=(fd,), cwd=private_dir(home() / "runs"),
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL, start_new_session=True)
@@ -182,6 +215,7 @@ class _Zygote:
             raise LaunchError(self.broken or "the launcher has exited")
         answer: tuple[threading.Event, list] = (threading.Event(), [])
         with self._lock:
+            self.served = True
             rid = next(self._ids)
             self._answers[rid] = answer
         try:
@@ -256,7 +290,7 @@ class _Zygote:
 
     def _answer(self, message: dict) -> None:
         """A fork's outcome, to the thread waiting for it; a child whose caller has gone is killed."""
-        job = Forked(message["pid"]) if "pid" in message else None
+        job = Forked(message["pid"], self._proc.pid) if "pid" in message else None
         with self._lock:
             if job is not None:
                 self._jobs[job.pid] = job
@@ -289,33 +323,62 @@ class _Zygote:
 
 
 class _Launcher:
-    """This process's launcher: the one for the current job environment."""
+    """This process's launcher: the one for the current job environment and draw; and the spare, started ahead of
+    need for the next draw, that has served nobody."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._current: _Zygote | None = None
+        self._spare: _Zygote | None = None
         self._starter = _Starter()
 
     def forget(self) -> None:
-        """In a forked copy of this process (tuning workers): the parent's launcher, its threads and its lock are
-        not this process's; the inherited socket is closed here, never shut down (that would end the parent's)."""
-        if self._current is not None:
-            self._current.abandon()
-        self._lock, self._current, self._starter = threading.Lock(), None, _Starter()
+        """In a forked copy of this process (tuning workers): the parent's launchers, their threads and the lock are
+        not this process's; the inherited sockets are closed here, never shut down (that would end the parent's)."""
+        for zygote in (self._current, self._spare):
+            if zygote is not None:
+                zygote.abandon()
+        self._lock, self._current, self._spare, self._starter = threading.Lock(), None, None, _Starter()
 
-    def fork(self, request: dict, fds: tuple[int, int], ready_s: float) -> Forked:
+    def fork(self, request: dict, fds: tuple[int, int], ready_s: float, draw: object = None,
+             spare_cpus: tuple[int, ...] | None = None) -> Forked:
         key = _key(request["env"])
         with self._lock:
             zygote = self._current
             if zygote is not None and zygote.key == key and zygote.broken:
                 raise LaunchError(f"{zygote.broken} (earlier in this process)")
-            if zygote is None or zygote.key != key or zygote.dead:
+            if zygote is None or zygote.key != key or zygote.dead or (draw is not None and zygote.draw is not draw):
                 if zygote is not None:
                     zygote.retire()
-                zygote = self._current = _Zygote(key, {k: v for k, v in request["env"].items()
-                                                       if k not in _NOT_AT_IMPORT}, self._starter)
+                env = {k: v for k, v in request["env"].items() if k not in _NOT_AT_IMPORT}
+                zygote = self._current = self._unused(key) or _Zygote(key, env, self._starter)
+                zygote.draw = draw
+                if draw is not None and spare_cpus:   # the next draw's, importing while this one's jobs run
+                    self._spare = _Zygote(key, env, self._starter, cpus=spare_cpus)
         return zygote.fork(request, fds, ready_s)
+
+    def close(self, wait_s: float = 2.0) -> None:
+        """At this process's exit: the launchers end as they do when retired (their exit handlers run: torch's removes
+        a temporary folder), not by the parent-death signal; each is waited for at most ``wait_s``."""
+        with self._lock:
+            zygotes = [z for z in (self._current, self._spare) if z is not None]
+            self._current = self._spare = None
+        for zygote in zygotes:
+            zygote.retire()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                zygote._proc.wait(wait_s)
+
+    def _unused(self, key: tuple) -> _Zygote | None:
+        """The spare when it is alive, of this key and has served nobody (it is then taken); else None (a spare
+        that is not of this key is retired)."""
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.key == key and not spare.dead and not spare.broken and not spare.served:
+            return spare
+        if spare is not None:
+            spare.retire()
+        return None
 
 
 _LAUNCHER = _Launcher()
 os.register_at_fork(after_in_child=_LAUNCHER.forget)
+atexit.register(_LAUNCHER.close)

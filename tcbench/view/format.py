@@ -46,6 +46,11 @@ def fmt_ratio(x: float | None) -> str:
     return f"{x:.3f}×" if text == "1.00×" and x != 1 else text
 
 
+def fmt_between(speedup: float, low: float, high: float) -> str:
+    """An interval that cannot decide, in words: ``between 0.96× and 1.24× (point 1.09×, 95 % interval)``."""
+    return f"between {fmt_ratio(low)} and {fmt_ratio(high)} (point {fmt_ratio(speedup)}, 95 % interval)"
+
+
 def fmt_ratio_range(low: float | None, high: float | None, unit_after_high: bool = True) -> str:
     """Two ratios as a range: ``0.80–0.95×`` (``0.80–0.95`` with ``unit_after_high=False``)."""
     high_text = fmt_ratio(high)
@@ -193,8 +198,8 @@ def bottom_line(row: Mapping[str, Any]) -> str:
 
 def verdict_reason(row: Mapping[str, Any]) -> str:
     """The verdict sentence without what ``bottom_line`` already says (the kind, the interval, the break-even):
-    why it came out so and what to do, e.g. ``the interval contains 1 but is too wide to tell a 25% difference —
-    …``; "" when nothing is left."""
+    why it came out so and what to do, e.g. ``the interval: it contains 1 and reaches past ±5% — …``; "" when
+    nothing is left."""
     text, kind = str(row.get("verdict") or ""), str(row.get("verdict_kind"))
     text = text.removeprefix(f"{kind}: ")
     sp, low, high = row.get("speedup"), row.get("speedup_ci_low"), row.get("speedup_ci_high")
@@ -202,6 +207,7 @@ def verdict_reason(row: Mapping[str, Any]) -> str:
         ci = f"{fmt_ratio(float(sp))} (95 % interval {fmt_ratio(float(low))}–{fmt_ratio(float(high))})"
         text = text.replace(" (single round: no run-to-run spread)", "")
         text = text.replace(f". Measured {ci}", "").replace(ci, "the interval")
+        text = text.replace(fmt_between(float(sp), float(low), float(high)), "the interval")
     text = re.sub(r"; compiling (pays off after [\d,]+–[\d,]+ steps|never pays off here)$", "", text).strip()
     if text == "the interval":
         return ""

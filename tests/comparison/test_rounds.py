@@ -30,7 +30,7 @@ def _fake(ratio: float = 1.0, process_sd: float = 0.01, fail_at: int | None = No
     clock = [0.0]
     calls: list = []
 
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None):
         calls.append((spec.backend, round))
         clock[0] += seconds_per_job
         level = 0.025 / (ratio if spec.backend != "eager" else 1.0) * math.exp(rng.normal(0, process_sd))

@@ -121,3 +121,21 @@ def test_step_scope_compiles_the_whole_step_and_learns_as_the_model_scope_does(s
     assert step.compiled_regions == "the training step (forward, loss, backward, optimizer step)"
     assert step.fx_cache_hits + step.fx_cache_misses >= 3   # forward, backward and the optimizer step, at least
     assert [round(a, 4) for _, a in step.losses()] == [round(b, 4) for _, b in model.losses()]
+
+
+def test_a_job_at_another_thread_count_never_loads_the_kernels_compiled_for_one(store, tmp_path, monkeypatch):
+    """Inductor bakes the OpenMP thread count into its CPU kernels and torch 2.9's FX graph cache key leaves it out:
+    a 2-thread job served the kernels of a 1-thread job ran 25-50 % slower than itself. The shared cache has a folder
+    per thread count (and CPU), and the compile-artifact key holds the thread count: after a 1-thread job of the same
+    spec, a 2-thread job finds nothing in the caches, and another 1-thread job finds everything (so the cache
+    works: only the thread count kept the 2-thread job from it)."""
+    monkeypatch.setenv("TCBENCH_HOME", str(tmp_path / "home"))   # an empty compile cache
+    one = SPEC.replace(steps=3, warmup_steps=1, seq_len=32)
+    first, two, again = tc.run(one, store=store), tc.run(one.replace(threads=2), store=store), tc.run(one, store=store)
+    assert [r.status for r in (first, two, again)] == ["ok"] * 3, (first.error, two.error, again.error)
+    assert first.fx_cache_misses >= 1 and first.aot_cache_misses >= 1
+    assert two.fx_cache_hits == 0 and two.aot_cache_hits == 0 and two.fx_cache_misses >= 1, two.extra
+    assert again.fx_cache_misses == 0 and again.aot_cache_hits >= 1
+    assert first.artifact_key == again.artifact_key != two.artifact_key
+    folders = sorted(p.name for p in (tmp_path / "home" / "cache").iterdir())
+    assert len(folders) == 2 and folders[0].startswith("threads-1-") and folders[1].startswith("threads-2-"), folders

@@ -133,7 +133,7 @@ def test_noise_or_failure_or_a_wide_interval_is_inconclusive():
     kind, text = verdict(sp, lo, hi, [], ["inductor round 0 ended oom: out of memory"], 3, WHAT)
     assert kind == "inconclusive" and "oom" in text
     kind, text = verdict(1.02, 0.7, 1.4, [], [], 3, WHAT)
-    assert kind == "inconclusive" and "too wide" in text
+    assert kind == "inconclusive" and "between 0.70× and 1.40×" in text and "reaches past ±5%" in text
     kind, text = verdict(1.3, 1.2, 1.4, [], [], 1, WHAT)
     assert kind == "faster" and "single round" in text
 
@@ -161,6 +161,34 @@ def test_advice_never_repeats_a_setting_the_job_used():
     used = advice(threads=1, rounds=4, resolve=0.05, budget_s=60)
     assert "threads=1" not in used and "resolve" not in used and "budget_s=60" in used
     assert "budget" not in advice(threads=1, rounds=4, resolve=0.05, budget_s=None)
+
+
+@pytest.mark.parametrize("sp, lo, hi, margin, kind", [
+    (1.00, 0.98, 1.03, 0.05, "no measurable difference"),    # the whole interval within ±5 %: equivalent
+    (1.09, 0.961, 1.242, 0.05, "inconclusive"),              # contains 1, reaches past ±5 %: not "no difference"
+    (1.00, 0.96, 1.06, 0.05, "inconclusive"),                # just past the margin on one side
+    (1.00, 0.96, 1.06, 0.10, "no measurable difference"),    # within a coarser asked resolution
+    (1.197, 1.178, 1.216, 0.05, "faster"),
+    (0.42, 0.37, 0.49, 0.05, "slower"),
+])
+def test_verdict_words_on_synthetic_intervals(sp, lo, hi, margin, kind):
+    got, text = verdict(sp, lo, hi, [], [], 4, "more rounds", margin)
+    assert got == kind and text.startswith(kind), text
+    if kind == "inconclusive":
+        assert f"between {fmt_ratio(lo)} and {fmt_ratio(hi)}" in text and f"±{margin:.0%}" in text
+    if kind == "no measurable difference":
+        assert f"within ±{margin:.0%}" in text
+
+
+def test_advice_matches_why_the_rounds_stopped():
+    noisy = advice(threads=1, rounds=5, resolve=0.05, budget_s=60, stop_kind="resolved", noisy=True)
+    assert "more time" not in noisy and "stop other work" in noisy
+    assert "budget_s=60" in advice(threads=1, rounds=5, resolve=0.05, budget_s=60, stop_kind="budget")
+    finer = advice(threads=1, rounds=5, resolve=0.05, budget_s=60, stop_kind="resolved")
+    assert "resolve=0.025" in finer and "more time" not in finer
+    assert "max_rounds=12" in advice(threads=1, rounds=12, resolve=0.05, budget_s=None, stop_kind="max_rounds",
+                                     max_rounds=12)
+    assert "fixed 3" in advice(threads=1, rounds=3, resolve=None, budget_s=None, stop_kind="rounds")
 
 
 def test_drift_between_rounds_is_a_warning_not_a_verdict():

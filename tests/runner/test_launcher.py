@@ -4,6 +4,7 @@ and the jobs it must not fork start as new processes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -103,23 +104,31 @@ _PARENT = textwrap.dedent("""
 """)
 
 
-def test_a_forked_job_and_its_launcher_die_with_their_parent(tmp_path):
+@contextlib.contextmanager
+def _parent(tmp_path, code: str):
+    """A parent process running ``code`` on a never-ending tiny job, and its store's path; it is SIGKILLed by the
+    test (or on the way out)."""
     db = tmp_path / "parent.db"
     Store(db)
     env = {**os.environ, "TCBENCH_DB": str(db), "TCBENCH_HOME": str(home())}
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT, TINY.replace(steps=100_000).to_json()], env=env,
+    parent = subprocess.Popen([sys.executable, "-c", code, TINY.replace(steps=100_000).to_json()], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        yield parent, db
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.wait()
+
+
+def test_a_forked_job_and_its_launcher_die_with_their_parent(tmp_path):
+    with _parent(tmp_path, _PARENT) as (parent, db):
         row = _wait_for(lambda: _with_steps(Store(db), 3), 180, "3 stored steps")
         job = int(row["worker_pid"])
         launcher = psutil.Process(job).ppid()
         assert psutil.Process(launcher).ppid() == parent.pid
         assert "tcbench.job.zygote" in psutil.Process(launcher).cmdline()
         parent.send_signal(signal.SIGKILL)
-        parent.wait()
-    finally:
-        if parent.poll() is None:
-            parent.kill()
     assert _gone(job, launcher), "the job or its launcher outlived their parent"
     assert not _working_for(row["artifacts"])
 
@@ -223,3 +232,55 @@ def test_jobs_started_by_two_threads_at_once_are_both_forked():
     assert [r.status for r in results] == ["ok", "ok"] and {r.extra.launcher for r in results} == {"fork"}
     (job1, launcher1), (job2, launcher2) = seen.values()
     assert job1 != job2 and launcher1 == launcher2 and _gone(job1, job2)
+
+
+def _launchers_of(pid: int) -> list[int]:
+    """The live warm launchers this process started."""
+    found = []
+    for proc in psutil.Process(pid).children():
+        try:
+            if "tcbench.job.zygote" in proc.cmdline() and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_every_round_of_a_comparison_forks_from_a_launcher_of_its_own():
+    """Children of one launcher share its luck (its address layout): no two rounds of a comparison fork from the same
+    launcher, the jobs of one round do, a retired launcher ends, and what stays is the last round's launcher and the
+    spare started ahead of need (the next comparison's first round)."""
+    store = Store()
+    cmp = tc.compare(TINY.replace(steps=6, warmup_steps=1), backends=["eager"], rounds=3, store=store)
+    assert [r.status for r in cmp.results] == ["ok"] * 6
+    by_round: dict[int, set] = {}
+    for r in cmp.results:
+        assert r.extra.launcher == "fork" and r.extra.launcher_pid, (r.error, r.log_tail)
+        by_round.setdefault(r.round, set()).add(r.extra.launcher_pid)
+    assert all(len(pids) == 1 for pids in by_round.values()), by_round
+    used = [pids.pop() for _, pids in sorted(by_round.items())]
+    assert len(set(used)) == 3, used
+    assert _gone(*used[:2]), "a retired launcher outlived its round"
+    alive = _launchers_of(os.getpid())
+    assert used[2] in alive and len(alive) <= 2, (used, alive)
+    stored = tc.load_comparison(cmp.comparison_id, store)
+    assert sorted(r.extra.launcher_pid for r in stored.results) == sorted(r.extra.launcher_pid for r in cmp.results)
+
+
+_COMPARING = textwrap.dedent("""
+    import sys
+    import tcbench as tc
+    tc.compare(tc.JobSpec.from_json(sys.argv[1]), backends=["eager"], rounds=2)
+""")
+
+
+def test_a_comparisons_launchers_and_its_spare_die_with_their_parent(tmp_path):
+    with _parent(tmp_path, _COMPARING) as (parent, db):
+        row = _wait_for(lambda: _with_steps(Store(db), 3), 180, "3 stored steps")
+        launchers = _wait_for(lambda: _launchers_of(parent.pid) if len(_launchers_of(parent.pid)) == 2 else None, 60,
+                              "the round's launcher and the spare")
+        job = int(row["worker_pid"])
+        assert psutil.Process(job).ppid() in launchers
+        parent.send_signal(signal.SIGKILL)
+    assert _gone(job, *launchers), "the job, its launcher or the spare outlived their parent"
+    assert not _working_for(row["artifacts"])

@@ -94,7 +94,7 @@ def _fake_run(interrupt_at: int = 2, when=None):
     KeyboardInterrupt as Ctrl-C would."""
     calls: list = []
 
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None):
         if when is None or when(store, comparison_id):
             calls.append(spec)
             if len(calls) == interrupt_at:

@@ -41,7 +41,7 @@ def _start(spec: JobSpec, tmp_path: Path):
 def launcher_fails(monkeypatch):
     asked = []
 
-    def fork(request, fds, ready_s):
+    def fork(request, fds, ready_s, draw=None, spare_cpus=None):
         asked.append(request)
         raise zc.LaunchError("it could not import torch")
 
@@ -88,3 +88,18 @@ def test_a_forked_handle_waits_like_a_popen():
         job.wait(timeout=0.01)
     job.ended(-9)
     assert job.poll() == -9 and job.wait() == -9 and job.wait(timeout=0) == -9
+
+
+@pytest.mark.parametrize("threads, usable, steps_on, free", [
+    (1, {0, 1}, (1,), (0,)), (2, {0, 1}, None, None), (1, {0, 1, 2, 3}, (3,), (0, 1, 2)), (2, {4, 5, 6}, (5, 6), (4,)),
+])
+def test_the_next_rounds_launcher_imports_on_the_cpus_the_jobs_leave_free(threads, usable, steps_on, free,
+                                                                           monkeypatch):
+    from tcbench.job.process_tools import job_cpus
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(usable))
+    monkeypatch.delenv("TCBENCH_PIN", raising=False)
+    assert job_cpus(threads, 1) == steps_on and zc.free_cpus(threads) == free
+    assert zc.free_cpus(1, world_size=2) is None
+    monkeypatch.setenv("TCBENCH_PIN", "0")
+    assert zc.free_cpus(1) is None

@@ -36,7 +36,7 @@ def _fake_run(log: Path, kill_once: Path | None = None, overlap: bool = False):
 
     ``overlap``: the first job waits (up to 2 min) until a second job has started (several workers provably run
     at once). ``kill_once``: the first job to reach step 2 writes its label there and SIGKILLs its own worker process."""
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None):
         with open(log, "a") as f:
             f.write(f"{os.getpid()} trial#{round}\n")   # the runner's round is the trial number
         notify = observer or (lambda e: None)

@@ -36,7 +36,7 @@ def _fake_run(calls: list, honour_stop: bool = True):
 
     honour_stop=False: the job finishes all its steps whatever the stop event says (a real job whose last
     records were still in the pipe when the pruner decided)."""
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None):
         if spec.noise_micro_batches:   # a prediction's noise-scale job (not counted in calls)
             return _noise_job(spec)
         calls.append(spec)

@@ -49,7 +49,7 @@ def _fake_run(calls: list, interrupt_call: int | None = None):
     """A stand-in for tcbench.runner.process.run: a loss curve best near lr 3e-3; honours the stop event like the runner.
 
     interrupt_call=n: the n-th job raises KeyboardInterrupt at its step 3 (the runner re-raises it, run recorded)."""
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label=""):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None):
         if spec.noise_micro_batches:   # a prediction's noise-scale job (not counted in calls)
             return _noise_job(spec)
         calls.append(spec)

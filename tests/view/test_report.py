@@ -334,10 +334,10 @@ def test_each_verdict_is_said_once(cmp):
 
 def test_verdict_reason_keeps_only_what_the_bottom_line_does_not_say():
     wide = dict(verdict_kind="inconclusive", speedup=1.036996, speedup_ci_low=0.847626, speedup_ci_high=1.268672,
-                verdict="inconclusive: 1.04× (95 % interval 0.85×–1.27×) contains 1 but is too wide to tell a 25% "
-                        "difference — give the rounds more time than budget_s=150")
-    assert fmt.verdict_reason(wide) == ("the interval contains 1 but is too wide to tell a 25% difference — "
-                                              "give the rounds more time than budget_s=150")
+                verdict="inconclusive: between 0.85× and 1.27× (point 1.04×, 95 % interval): it contains 1 and "
+                        "reaches past ±5% — give the rounds more time than budget_s=150")
+    assert fmt.verdict_reason(wide) == ("the interval: it contains 1 and reaches past ±5% — "
+                                        "give the rounds more time than budget_s=150")
     fast = dict(verdict_kind="faster", speedup=2.0, speedup_ci_low=1.8, speedup_ci_high=2.2,
                 verdict="faster: 2.00× (95 % interval 1.80×–2.20×); compiling pays off after 1,100–2,300 steps")
     assert fmt.verdict_reason(fast) == ""
