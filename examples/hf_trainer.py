@@ -1,7 +1,8 @@
 """A Hugging Face ``Trainer`` fine-tuning script, measured by tcbench with two added lines (marked "tcbench:").
 
-A tiny BERT (2 layers × 64, random weights built from its configuration: nothing is downloaded) learns the
-shipped sentiment-like reviews (data/task/, tokenized with the shipped tokenizer) as sequence classification.
+A tiny BERT (2 layers × 64, or ``--size small``: 4 × 256; random weights built from its configuration: nothing is
+downloaded) learns the shipped sentiment-like reviews (data/task/, tokenized with the shipped tokenizer) as sequence
+classification.
 
     TCBENCH_BACKEND=eager python examples/hf_trainer.py --max-steps 40   # on its own, natively; prints its loss
     tcbench compare-script examples/hf_trainer.py --backends eager,inductor --steps 30 -- --batch-size 8
@@ -28,6 +29,7 @@ from tokenizers import Tokenizer
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "task"
+SIZES = {"tiny": (2, 64, 2, 128), "small": (4, 256, 4, 1024)}   # layers, hidden, heads, intermediate
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,6 +39,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--size", choices=sorted(SIZES), default="tiny",
+                   help="tiny: 2 layers × 64; small: 4 layers × 256 (tcbench's bert-base-cased sizes)")
     p.add_argument("--output-dir", default=None, help="the Trainer's output folder (default: a temporary one)")
     return p.parse_args(argv)
 
@@ -66,8 +70,9 @@ def main(argv: list[str] | None = None) -> float:
     """Fine-tune; prints and returns the Trainer's training time in seconds."""
     a = parse(argv)
     torch.manual_seed(a.seed)
-    model = BertForSequenceClassification(BertConfig(vocab_size=4104, hidden_size=64, num_hidden_layers=2,
-                                                     num_attention_heads=2, intermediate_size=128, num_labels=2))
+    layers, hidden, heads, inner = SIZES[a.size]
+    model = BertForSequenceClassification(BertConfig(vocab_size=4104, hidden_size=hidden, num_hidden_layers=layers,
+                                                     num_attention_heads=heads, intermediate_size=inner, num_labels=2))
     data = Reviews(a.seq_len)
     with tempfile.TemporaryDirectory() as tmp:
         args = TrainingArguments(output_dir=a.output_dir or tmp, max_steps=a.max_steps,

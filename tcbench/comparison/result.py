@@ -17,7 +17,7 @@ import pandas as pd
 from tcbench.comparison.rounds import DEFAULT_RESOLVE, DEFAULT_ROUNDS
 from tcbench.core.results import JobResult, SummaryRow, compile_cache_text, compile_phases_text, standing_for
 from tcbench.core.spec import BACKENDS, JobSpec
-from tcbench.measure.interval import MIN_EARLIER, RoundsRule, log_ratios, ratio_interval, resolution, value_interval
+from tcbench.measure.interval import RoundsRule, log_ratios, ratio_interval, resolution, value_interval
 from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
                                      warnings_for)
 
@@ -34,9 +34,9 @@ class Comparison:
     ``backends`` holds the job labels in order: the native backend first, then each compared backend
     (an A/A twin of the native one is labelled ``"<backend> (A/A)"``). Jobs are paired by round.
     ``rule``: the adaptive rounds' stopping rule (None: a fixed number of rounds); ``stop_reason`` says why the
-    rounds ended. ``between``: per compared label, the spread of the speedup between comparisons on this machine
-    (τ in log units) and how many earlier comparisons of the same spec it comes from (``earlier_spreads``); the
-    interval includes it.
+    rounds ended. ``between``: per compared label whose speedup moved between earlier comparisons of the same spec
+    on this machine beyond their own rounds, that spread (τ in log units) and how many comparisons it comes from
+    (``earlier_spreads``): a warning; the interval is this comparison's rounds alone.
     """
 
     spec: JobSpec
@@ -85,11 +85,7 @@ class Comparison:
 
     def resolved(self) -> bool:
         """Whether every compared label's interval is within the rule's resolution (adaptive rounds)."""
-        return self.rule is not None and all(self.rule.resolved(self._logs(label), self._tau(label))
-                                             for label in self.backends[1:])
-
-    def _tau(self, label: str) -> float | None:
-        return self.between[label][0] if label in self.between else None
+        return self.rule is not None and all(self.rule.resolved(self._logs(label)) for label in self.backends[1:])
 
     def _logs(self, label: str) -> list[float]:
         return log_ratios([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
@@ -128,8 +124,7 @@ class Comparison:
         pairs = self.pairs(label)
         complete = self.complete_pairs(label)
         sp, lo, hi = ratio_interval([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
-                                     for a, b in complete], pilot=self.rule.pilot if self.rule else None,
-                                    tau=self._tau(label))
+                                     for a, b in complete], pilot=self.rule.pilot if self.rule else None)
         mem, mem_lo, mem_hi = value_interval([a.peak_mem_bytes / b.peak_mem_bytes for a, b in complete
                                               if a.peak_mem_bytes and b.peak_mem_bytes])
         problems = [f"{r.name} round {r.round} ended {r.status}: {r.error.strip().splitlines()[-1][:160] if r.error else ''}"
@@ -140,10 +135,6 @@ class Comparison:
         what_to_do = advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
                             self.rule and self.rule.budget_s, self.stop_kind, bool(noisy),
                             self.rule and self.rule.max_rounds)
-        if label in self.between and 2 * self.between[label][0] > math.log1p(self.rule.resolve if self.rule
-                                                                            else DEFAULT_RESOLVE):
-            what_to_do = ("the speedup itself moves between comparisons on this machine, so more rounds will not "
-                          "narrow this interval: measure on cores no other tenant shares")
         kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds, what_to_do,
                              self.rule.resolve if self.rule else DEFAULT_RESOLVE)
         nat_med = median_of([a.median_step_s for a, _ in complete])
@@ -152,13 +143,6 @@ class Comparison:
                              if b.compile_latency_s is not None])
         be_lo, be_hi = break_even_range(compile_s, nat_med, lo, hi) if kind == "faster" else (None, None)
         be = {"faster": break_even_steps(compile_s, nat_med, med), "slower": float("inf")}.get(kind)
-        if label in self.between and lo is not None:
-            tau, k = self.between[label]
-            text += (f" (the interval includes how far the speedup moved between {k} earlier comparisons on this "
-                     f"machine: ±{math.expm1(tau):.1%})")
-        elif kind in ("faster", "slower") and len(complete) >= 2:
-            text += (f" (from this comparison's rounds alone: with {MIN_EARLIER} earlier comparisons of this spec the "
-                     "interval would also include how far the speedup moves between comparisons on this machine)")
         if kind == "faster" and be_lo is not None:
             text += f"; compiling pays off after {be_lo:,.0f}–{be_hi:,.0f} steps"
         elif kind == "slower":
@@ -172,6 +156,11 @@ class Comparison:
         warnings = warnings_for(kind, sp, compile_s, mem, mem_hi, recompiles)
         warnings += [w for w in (drift(self.backends[0], [a.median_step_s for a, _ in complete]),
                                  drift(label, [b.median_step_s for _, b in complete])) if w]
+        if label in self.between:
+            tau, k = self.between[label]
+            warnings.append(f"drift between comparisons: the speedup moved ±{math.expm1(tau):.1%} between {k} "
+                            "earlier comparisons of this spec on this machine, more than their own rounds allow; this "
+                            "interval holds for the machine as it was during these rounds")
         if loss_ok is False:
             warnings.append(f"loss parity failed: {failed[0]}")
         return dict(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, resolution=resolution(sp, lo, hi),

@@ -186,11 +186,6 @@ def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> tuple[str, str
         return "broken", f"{broken[0].name} round {broken[0].round} ended {broken[0].status}"
     if done and cmp.resolved():
         return "resolved", f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
-    moving = [label for label in cmp.backends[1:] if not rule.reachable(cmp._tau(label))]
-    if moving and done >= rule.pilot:
-        tau, k = cmp.between[moving[0]]
-        return "moving", (f"the speedup of {moving[0]} moved ±{math.expm1(tau):.1%} between {k} earlier comparisons "
-                          f"on this machine: more rounds now cannot resolve ±{rule.resolve:.0%}")
     if done >= rule.max_rounds:
         return "max_rounds", f"max_rounds={rule.max_rounds} reached"
     # a single round says nothing about the spread between processes: the budget ends the rounds after two at the

@@ -1,6 +1,7 @@
 """What the store says about earlier comparisons: ``load_comparison`` rebuilds one (figures, steps and environment,
 no rerun), ``earlier_spreads`` reads how far a speedup moved between earlier comparisons of the same spec on this
-host (the interval includes it), and ``latest_noise_floor`` finds the newest stored noise floor of a spec."""
+host when they disagree beyond their own rounds (a warning), and ``latest_noise_floor`` finds the newest stored
+noise floor of a spec."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from tcbench.comparison.result import Comparison
 from tcbench.core.results import aa_label
 from tcbench.core.spec import JobSpec
-from tcbench.measure.interval import RoundsRule, between_spread
+from tcbench.measure.interval import RoundsRule, heterogeneity
 from tcbench.store.api import Store, StoreMissing
 
 
@@ -39,30 +40,33 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
 
 def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
                     limit: int = 20) -> dict[str, tuple[float, int]]:
-    """Per compared label: (τ, k), the spread of its speedup between the ``limit`` newest earlier comparisons of the
-    same kind and spec on this host in the last ``days`` (k of them, ``MIN_EARLIER`` at least), from their stored
-    per-round median steps (``interval.between_spread``). Empty where there are too few."""
+    """Per compared label whose speedup moved between earlier comparisons beyond their own rounds (the machine
+    drifts): (τ, k), the spread between the ``limit`` newest earlier comparisons of the same kind and spec on this
+    host in the last ``days`` (k of them, ``MIN_EARLIER`` at least), from their stored per-round median steps
+    (``interval.heterogeneity``; rounds with a disturbed job left out, so a loaded comparison never counts). Empty
+    where there are too few, or where they agree. A warning, never part of an interval."""
     rows = store.query(
-        "SELECT r.comparison_id, r.round, r.backend, r.label, r.median_step_s FROM runs r JOIN comparisons c "
+        "SELECT r.comparison_id, r.round, r.backend, r.label, r.median_step_s, r.noisy FROM runs r JOIN comparisons c "
         "ON r.comparison_id = c.comparison_id WHERE c.comparison_id IN (SELECT comparison_id FROM comparisons "
         "WHERE kind = :kind AND status = 'done' AND spec_json = :spec AND created > :since "
         "ORDER BY comparison_id DESC LIMIT :limit) AND r.status = 'ok' AND r.host = :host AND r.median_step_s > 0",
         {"kind": cmp.kind, "spec": cmp.spec.to_json(), "since": time.time() - days * 86400, "limit": limit,
          "host": socket.gethostname()})
-    steps: dict[tuple[int, int, str], float] = {}
+    steps: dict[tuple[int, int, str], float | None] = {}
     for r in rows.itertuples():
         name = r.label or r.backend   # a job's label is stored only for an A/A twin
-        steps[(int(r.comparison_id), int(r.round), name)] = float(r.median_step_s)
+        quiet = not (isinstance(r.noisy, (int, float)) and r.noisy == r.noisy and r.noisy)   # NaN / None: unknown
+        steps[(int(r.comparison_id), int(r.round), name)] = float(r.median_step_s) if quiet else None
     out = {}
     for label in cmp.backends[1:]:
         earlier: dict[int, list[float]] = {}
         for (cid, rnd, name), step in steps.items():
             native = steps.get((cid, rnd, cmp.backends[0]))
-            if name == label and native:
+            if name == label and native and step:
                 earlier.setdefault(cid, []).append(math.log(native / step))
-        tau = between_spread(list(earlier.values()))
-        if tau is not None:
-            out[label] = (tau, len(earlier))
+        found = heterogeneity(list(earlier.values()))
+        if found is not None and found.drifting:
+            out[label] = (found.tau, found.k)
     return out
 
 

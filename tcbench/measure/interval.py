@@ -20,17 +20,14 @@ of one process are not independent, so only the spread between rounds says how f
 - **One round**: nothing is known about the spread between processes; the interval is a percentile bootstrap of the
   round's steps (step-to-step spread only), and the verdict says "single round".
 
-**The spread between comparisons.** On a shared machine the speedup itself moves with the machine's state over
-minutes (another tenant on the same physical core changes eager's and Inductor's step differently): measured here,
-nine comparisons of the same pair over 25 minutes had per-comparison speedups from 0.92× to 1.16×, each with a
-within-comparison standard error of about 1.4 % but a spread between them of τ ≈ 6 % (benchmarks/trust.md). One
-comparison's rounds, all inside a minute, cannot see that spread. So when the store holds ``MIN_EARLIER`` or more
-earlier comparisons of the same spec and pair on this host, ``between_spread`` estimates τ (the DerSimonian–Laird
-random-effects estimator: R. DerSimonian, N. Laird, "Meta-analysis in clinical trials", Controlled Clinical Trials 7
-(1986) 177–188) and the interval is for the speedup on this machine, not in this minute:
-``mean r ± t(0.975, n−1)·√(s²/n + τ²)`` (with Stein's half-width in place of ``t·s/√n`` under adaptive rounds).
-When ``t·τ`` alone is wider than the asked resolution, more rounds now cannot reach it, and adaptive rounds stop
-after the pilot and say so.
+**The spread between comparisons.** Nothing outside this comparison's rounds widens its interval: a later
+comparison is never wider for being later, and a loaded one never widens a quiet one. An earlier design added τ, the
+spread of the speedup between earlier comparisons of the same spec on this host, because comparisons disagreed far
+beyond their own intervals; most of that disagreement was the rounds of one comparison sharing one warm launcher's
+luck (its address layout put eager's step at about 30 or about 36 ms for all of them), which every round now draws
+afresh (``tcbench.runner.zygote_client``). ``heterogeneity`` still tests earlier comparisons (a one-way analysis of
+variance of their rounds, with τ from its mean squares); when they disagree beyond their own rounds, the machine
+drifts, and the comparison warns that its interval holds for the machine as it was during its rounds.
 """
 
 from __future__ import annotations
@@ -44,7 +41,8 @@ import numpy as np
 from scipy import stats
 
 CONFIDENCE = 0.95
-MIN_EARLIER = 3             # earlier comparisons needed to estimate the spread between comparisons
+MIN_EARLIER = 3             # earlier comparisons needed to test whether the speedup moves between comparisons
+DRIFT_P = 0.05              # ... and the heterogeneity test's p-value below which it does
 PILOT_ROUNDS = 4            # the first stage of adaptive rounds: t(0.975, 3) = 3.18 (with 3 rounds, 4.30)
 N_BOOT = 2000               # one round: bootstrap resamples of its steps
 
@@ -60,40 +58,59 @@ def log_ratios(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list
     return [math.log(float(np.median(a)) / float(np.median(b))) for a, b in pairs if len(a) and len(b)]
 
 
-def half_width(logs: Sequence[float], pilot: int | None = None, tau: float | None = None) -> float | None:
+def half_width(logs: Sequence[float], pilot: int | None = None) -> float | None:
     """The interval's half-width in log units: the t-interval's, or with ``pilot`` (adaptive rounds) the wider of
-    Stein's (the first ``pilot`` rounds' spread) and the t-interval's; with ``tau`` (the spread between comparisons,
-    ``between_spread``) widened to ``√(hw² + (t·τ)²)``. None below two rounds."""
+    Stein's (the first ``pilot`` rounds' spread) and the t-interval's. None below two rounds."""
     n = len(logs)
     if n < 2:
         return None
     hw = _t(n - 1) * statistics.stdev(logs) / math.sqrt(n)
     if pilot is not None and n >= pilot >= 2:
         hw = max(hw, _t(pilot - 1) * statistics.stdev(logs[:pilot]) / math.sqrt(n))
-    return math.hypot(hw, _t(n - 1) * tau) if tau else hw
+    return hw
 
 
-def between_spread(earlier: Sequence[Sequence[float]]) -> float | None:
-    """τ in log units: how far the speedup itself moves between comparisons on this machine, from earlier
-    comparisons' per-round log ratios (those with two rounds or more); the DerSimonian–Laird estimate (see the
-    module docstring). None with fewer than ``MIN_EARLIER`` comparisons."""
-    est = [(statistics.fmean(logs), statistics.variance(logs) / len(logs)) for logs in earlier if len(logs) >= 2]
-    est = [(m, v) for m, v in est if v > 0]
-    if len(est) < MIN_EARLIER:
+@dataclass(frozen=True)
+class Heterogeneity:
+    """Whether earlier comparisons measured one speedup: the one-way analysis of variance of their per-round log
+    ratios (comparisons as groups; exact for normal log ratios, where Cochran's Q with weights from a few rounds'
+    own variances rejects far too often: 19 % of steady 5-round comparisons at p < 0.05 in tests/measure), its F
+    statistic and p-value, k comparisons, and τ (the spread between them, in log units, from the mean squares).
+    ``drifting``: they disagree beyond their own rounds (p below ``DRIFT_P``)."""
+
+    tau: float
+    f: float
+    p: float
+    k: int
+
+    @property
+    def drifting(self) -> bool:
+        return self.p < DRIFT_P
+
+
+def heterogeneity(earlier: Sequence[Sequence[float]]) -> Heterogeneity | None:
+    """The heterogeneity of earlier comparisons, from their per-round log ratios (those with two rounds or more);
+    None with fewer than ``MIN_EARLIER`` of them or no spread inside them."""
+    groups = [list(logs) for logs in earlier if len(logs) >= 2]
+    k, n = len(groups), sum(len(g) for g in groups)
+    if k < MIN_EARLIER:
         return None
-    w = [1 / v for _, v in est]
-    sw = sum(w)
-    mean = sum(wi * m for wi, (m, _) in zip(w, est)) / sw
-    q = sum(wi * (m - mean) ** 2 for wi, (m, _) in zip(w, est))
-    return math.sqrt(max(0.0, (q - (len(est) - 1)) / (sw - sum(wi * wi for wi in w) / sw)))
+    grand = statistics.fmean(x for g in groups for x in g)
+    msb = sum(len(g) * (statistics.fmean(g) - grand) ** 2 for g in groups) / (k - 1)
+    msw = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in groups) / (n - k)
+    if msw <= 0:
+        return None
+    n0 = (n - sum(len(g) ** 2 for g in groups) / n) / (k - 1)   # the mean group size, unequal groups allowed
+    f = msb / msw
+    return Heterogeneity(tau=math.sqrt(max(0.0, (msb - msw) / n0)), f=f, p=float(stats.f.sf(f, k - 1, n - k)), k=k)
 
 
-def log_interval(logs: Sequence[float], pilot: int | None = None, tau: float | None = None) -> Interval:
+def log_interval(logs: Sequence[float], pilot: int | None = None) -> Interval:
     """(point, low, high) as ratios, from per-round log ratios (see the module docstring)."""
     if not logs:
         return None, None, None
     mean = statistics.fmean(logs)
-    hw = half_width(logs, pilot, tau)
+    hw = half_width(logs, pilot)
     if hw is None:
         return math.exp(mean), None, None
     return math.exp(mean), math.exp(mean - hw), math.exp(mean + hw)
@@ -110,18 +127,16 @@ def _one_round(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Interva
     return float(np.median(a) / np.median(b)), float(np.quantile(ratio, alpha)), float(np.quantile(ratio, 1 - alpha))
 
 
-def ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], pilot: int | None = None,
-                   tau: float | None = None) -> Interval:
+def ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], pilot: int | None = None) -> Interval:
     """(point, low, high) of native ÷ compiled from per-round steady step times (jobs paired by round).
 
     Point: the geometric mean over rounds of the per-round median ratios. Interval: the t-interval over rounds (with
-    ``pilot``: the adaptive rounds' two-stage interval; with ``tau``: widened by the spread between comparisons); a
-    single round's from its steps (module docstring).
+    ``pilot``: the adaptive rounds' two-stage interval); a single round's from its steps (module docstring).
     """
     pairs = [(a, b) for a, b in pairs if len(a) and len(b)]
     if len(pairs) == 1:
         return _one_round(*pairs[0])
-    return log_interval(log_ratios(pairs), pilot, tau)
+    return log_interval(log_ratios(pairs), pilot)
 
 
 def value_interval(values: Sequence[float | None]) -> Interval:
@@ -148,15 +163,10 @@ class RoundsRule:
     pilot: int = PILOT_ROUNDS
     max_rounds: int = 30
 
-    def resolved(self, logs: Sequence[float], tau: float | None = None) -> bool:
+    def resolved(self, logs: Sequence[float]) -> bool:
         """Whether the interval over these rounds is within the asked resolution (never before the pilot is done)."""
-        hw = half_width(logs, self.pilot, tau) if len(logs) >= self.pilot else None
+        hw = half_width(logs, self.pilot) if len(logs) >= self.pilot else None
         return hw is not None and math.exp(hw) - 1 <= self.resolve
-
-    def reachable(self, tau: float | None) -> bool:
-        """Whether rounds can still reach the resolution with this spread between comparisons (``t·τ`` alone, at
-        ``max_rounds``, within it)."""
-        return not tau or math.exp(_t(self.max_rounds - 1) * tau) - 1 <= self.resolve
 
     def rounds_needed(self, logs: Sequence[float]) -> int | None:
         """Stein's planned total after the pilot, or None before the pilot is done:

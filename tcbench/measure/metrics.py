@@ -132,7 +132,7 @@ def mfu(flops_per_step: float | None, step_s: float, probe: dict | None) -> tupl
 
 
 # -- pairs: verdict, break-even, warnings (the interval: tcbench.measure.interval) ---------------------------
-STOP_KINDS = ("rounds", "resolved", "budget", "max_rounds", "moving", "broken", "stopped")   # why rounds ended
+STOP_KINDS = ("rounds", "resolved", "budget", "max_rounds", "broken", "stopped")   # why rounds ended
 
 
 def advice(threads: int | None, rounds: int, resolve: float | None, budget_s: float | None, stop_kind: str = "",
@@ -187,14 +187,16 @@ def verdict(speedup: float | None, low: float | None, high: float | None, noisy:
 
 def drift(label: str, medians_s: Sequence[float]) -> str:
     """A warning when one job's median step moved more than DRIFT between its rounds ("" when it did not): the
-    machine's speed changed during the comparison. The interval already counts the spread; this says why it is wide."""
+    machine's speed changed during the comparison, or rounds landed in different layout modes (every round forks
+    from a launcher of its own). The interval already counts the spread; this says why it is wide."""
     if len(medians_s) < 2 or min(medians_s) <= 0:
         return ""
     lo, hi = min(medians_s), max(medians_s)
     if hi / lo - 1 <= DRIFT:
         return ""
     return (f"drift: the {label} job's median step moved {hi / lo - 1:.0%} between rounds ({lo * 1e3:.1f}–"
-            f"{hi * 1e3:.1f} ms): this machine's speed changed during the comparison")
+            f"{hi * 1e3:.1f} ms): the machine's speed, or the luck of each round's process (its launcher's memory "
+            "layout), moved it; the interval counts this spread")
 
 
 def break_even_range(compile_latency_s: float | None, native_step_s: float | None,

@@ -235,6 +235,11 @@ class _Zygote:
             return got
         self._fail(got)   # it refused: it would refuse the next job too
 
+    @property
+    def ready(self) -> bool:
+        """Its imports are done and it serves (or has exited)."""
+        return self._ready.is_set()
+
     def abandon(self) -> None:
         """Drop this process's copy of the socket (see ``_Launcher.forget``)."""
         self._sock.close()
@@ -365,8 +370,9 @@ class _Launcher:
             self._current = self._spare = None
         for zygote in zygotes:
             zygote.retire()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                zygote._proc.wait(wait_s)
+            if zygote.ready:   # one still importing is not waited for: it dies with this process
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    zygote._proc.wait(wait_s)
 
     def _unused(self, key: tuple) -> _Zygote | None:
         """The spare when it is alive, of this key and has served nobody (it is then taken); else None (a spare

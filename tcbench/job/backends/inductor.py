@@ -263,7 +263,8 @@ def vec_isa_checked_once() -> str:
     the CPU's flags and torch, so the first job keeps them in the compile cache, keyed by those, and later jobs
     replay them: Inductor's own check runs with its build-and-load step answered from the record (the lists it
     caches are the ones it would have made). Inductor's config is not touched, so the FX graph cache key stays.
-    Returns how it went, for the job's log: "replayed", "checked" or why it was left to Inductor."""
+    Returns how it went, for the job's log: "replayed", "checked", "known" (Inductor had its answers before this
+    job: nothing was asked) or why it was left to Inductor."""
     import platform
 
     import torch
@@ -282,14 +283,17 @@ def vec_isa_checked_once() -> str:
                 answers = {k: v for k, v in json.load(f).items() if isinstance(v, bool)}
         except (OSError, ValueError, AttributeError):   # none yet, or unreadable: checked again and rewritten
             answers = {}
-        real, how = isa.VecISA.check_build, "replayed" if answers else "checked"
+        # "known": nothing asked (Inductor's list was cached before this job: a launcher's import made it)
+        real, how = isa.VecISA.check_build, "known"
 
         def check_build(self: Any, code: str) -> bool:
+            nonlocal how
             which = hashlib.sha256(f"{type(self).__name__}|{self._arch_flags}|{code}".encode()).hexdigest()[:16]
             if which not in answers:
-                nonlocal how
                 how = "checked"
                 answers[which] = bool(real(self, code))
+            elif how == "known":
+                how = "replayed"
             return answers[which]
 
         isa.VecISA.check_build = check_build
