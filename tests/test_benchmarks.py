@@ -93,3 +93,35 @@ def test_lr_transfer_refuses_an_unknown_model_before_any_job(lt, capsys):
     with pytest.raises(SystemExit) as e:
         lt.main(["--models", "gpt2,resnet"])
     assert e.value.code == 2 and "'resnet'" in capsys.readouterr().err
+
+
+def _first(logs, low=0.9, high=1.2, seconds=100.0):
+    return dict(speedup=1.05, low=low, high=high, verdict_kind="inconclusive", verdict="", seconds=seconds,
+                rounds=len(logs), logs=logs, stop_reason="all rounds ran", noisy=[], eager_ms=[40.0] * len(logs),
+                inductor_ms=[38.0] * len(logs), launchers=list(range(1, 2 * len(logs) + 1)))
+
+
+def test_first_comparisons_test_heterogeneity_and_write_their_table():
+    fc = _script("first_comparisons")
+    agree = [_first([0.05 + d for d in (-0.02, 0.01, 0.02, -0.01)]) for _ in range(5)]
+    het = fc.heterogeneity(agree)
+    assert het["k"] == 5 and het["p_f"] > 0.5 and het["tau"] == 0.0 and het["excluding"] == 0
+    apart = [_first([m + d for d in (-0.01, 0.01, 0.0, 0.005)], low=1.0, high=1.01) for m in (0.0, 0.2, 0.4)]
+    assert fc.heterogeneity(apart)["p_f"] < 0.001 and fc.heterogeneity(apart)["excluding"] >= 2
+    data = dict(date="d", machine="m", rounds=4, comparisons=agree, heterogeneity=het, defaults=[_first([0.1, 0.0])],
+                truth=dict(speedup=1.05, low=1.0, high=1.1, rounds=8, seconds=300.0))
+    md = fc.markdown(data)
+    assert "| 1 | 1.050 (0.900–1.200) | inconclusive | 4 | 100 s |" in md and "| 8 |" in md   # 8 launchers
+    assert "p = " in md and "standard errors from it" in md and "±5 % needs about" in md
+
+
+def test_the_aa_and_launcher_tables_say_what_the_goals_ask():
+    aa = _script("aa_coverage")
+    row = dict(low=0.95, high=1.06, verdict_kind="inconclusive", resolution=0.055, noisy_jobs=0)
+    md = aa.markdown(dict(date="d", machine="m", quiet=[row, {**row, "low": 1.01}], load=[row]))
+    assert "| quiet machine | 2 | **1 (50%)** | 0 / 0 / 0 / 2 | ±5.5% (±5.5%–±5.5%) | 0 |" in md
+    ln = _script("launchers")
+    groups = [[30.0, 30.5, 29.8], [36.0, 36.4, 35.8], [31.0, 30.6, 31.2]]
+    found = ln.anova(groups)
+    assert found["icc"] > 0.9 and found["p"] < 0.001
+    assert ln.anova([[30.0, 36.0, 31.0], [36.0, 30.5, 31.0], [30.8, 35.9, 31.1]])["icc"] < 0.2

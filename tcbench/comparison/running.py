@@ -32,7 +32,8 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
             budget_s: float | None = None, max_rounds: int = MAX_ROUNDS) -> Comparison:
     """Run ``spec`` natively and with each backend in ``backends``, in alternating rounds, until the answer is known.
 
-    Rounds alternate the order (A B, then B A, ...) so a drift of the machine does not favour one side.
+    Rounds alternate the order (A B, then B A, ...) so a drift of the machine does not favour one side, and every
+    round forks its jobs from a warm launcher of its own, so no two rounds share a launcher's luck (its memory layout).
 
     - Default: rounds are added until every speedup's 95 % interval is within ±5 % (``DEFAULT_RESOLVE``) or
       60 s (``DEFAULT_BUDGET_S``) have passed, at most ``max_rounds``. ``resolve=0.03, budget_s=120`` asks for

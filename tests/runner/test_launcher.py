@@ -284,3 +284,50 @@ def test_a_comparisons_launchers_and_its_spare_die_with_their_parent(tmp_path):
         parent.send_signal(signal.SIGKILL)
     assert _gone(job, *launchers), "the job, its launcher or the spare outlived their parent"
     assert not _working_for(row["artifacts"])
+
+
+_FAILING = textwrap.dedent("""
+    import sys
+    import tcbench as tc
+
+    def observer(event):
+        if event["type"] == "step" and event["record"].step == 30:
+            raise RuntimeError("the observer failed")
+
+    tc.compare(tc.JobSpec.from_json(sys.argv[1]), backends=["eager"], rounds=2, observer=observer)
+""")
+
+
+def test_a_comparison_that_fails_leaves_no_launcher_behind(tmp_path):
+    """An error in the caller ends the comparison (its row interrupted); the process exits with it, and its
+    launchers (the round's and the spare) end with it: no orphan."""
+    with _parent(tmp_path, _FAILING) as (parent, db):
+        _wait_for(lambda: _with_steps(Store(db), 3), 180, "3 stored steps")
+        launchers = _launchers_of(parent.pid)
+        assert launchers
+        assert parent.wait(120) != 0
+    assert _gone(*launchers, within=10), "a launcher outlived the comparison's failed process"
+    assert Store(db).comparisons().iloc[-1].status == "interrupted"
+
+
+def test_a_stopped_comparison_leaves_no_job_and_no_retired_launcher_behind():
+    store = Store()
+    stop = threading.Event()
+    seen, noted = _parents(store)
+
+    rounds: dict[int, int] = {}
+
+    def watch(event: dict) -> None:
+        if event["type"] == "start":
+            rounds[event["run_id"]] = event["round"]
+        if event["type"] == "step" and rounds.get(event["run_id"]) == 1 and event["record"].step == 3:
+            stop.set()
+        noted(event)
+
+    cmp = tc.compare(TINY.replace(steps=100_000), backends=["eager"], rounds=3, store=store, observer=watch, stop=stop)
+    assert cmp.stop_reason == "stopped by the user" and {r.round for r in cmp.results} == {0, 1}
+    jobs = [job for job, _ in seen.values()]
+    first, second = ({r.round: r.extra.launcher_pid for r in cmp.results}[n] for n in (0, 1))
+    assert first != second and _gone(*jobs) and _gone(first), "a job or a retired launcher outlived the stop"
+    alive = _launchers_of(os.getpid())
+    assert second in alive and len(alive) <= 2, alive
