@@ -138,7 +138,8 @@ def markdown(data: dict) -> str:
     imp = data["import_s"]
     out = [f"Measured {data['date']} on {data['machine']}; the demo's spec (tiny GPT-2, eager, batch 8, seq 64, 40 "
            "steps, 1 thread).", "",
-           "| jobs | groups × jobs | sd within (log) | sd between (log) | share decided by the group (ICC) | F test p |",
+           "| jobs | groups × jobs | sd within (log) | sd between (log) | share decided by the group (ICC) | "
+           "F test p |",
            "|---|---|---|---|---|---|",
            f"| forked from one launcher per group | {fa['groups']} × {fa['per_group']} | {fa['sd_within']:.3f} | "
            f"{fa['sd_between']:.3f} | {fa['icc']:.0%} | {fa['p']:.3f} |",
