@@ -4,8 +4,8 @@ one child per measured job, so a job starts in milliseconds instead of paying Py
 its own: its memory, a crash, its compile caches stay in it.
 
 Run as ``python -m tcbench.job.zygote <control-fd> [<cpus>]`` by the runner (``tcbench.runner.zygote_client``),
-which turns it off with ``TCBENCH_LAUNCHER=spawn`` (default ``fork``). Start method: ``os.fork()``, called here explicitly —
-not ``multiprocessing``, whose default start method Python 3.14 changed from fork to forkserver.
+which turns it off with ``TCBENCH_LAUNCHER=spawn`` (default ``fork``). Start method: ``os.fork()``, called here
+explicitly — not ``multiprocessing``, whose default start method Python 3.14 changed from fork to forkserver.
 
 Forking is safe because nothing but imports happens before it: no tensor op, no OpenMP pool, no CUDA, no
 PJRT/torch_xla (``unsafe_state`` checks, and the launcher refuses to fork unless it has exactly one thread, counted
