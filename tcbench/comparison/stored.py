@@ -46,23 +46,23 @@ def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
     (``interval.heterogeneity``; rounds with a disturbed job left out, so a loaded comparison never counts). Empty
     where there are too few, or where they agree. A warning, never part of an interval."""
     rows = store.query(
-        "SELECT r.comparison_id, r.round, r.backend, r.label, r.median_step_s, r.noisy FROM runs r JOIN comparisons c "
+        "SELECT r.comparison_id, r.round, r.backend, r.label, r.median_step_s FROM runs r JOIN comparisons c "
         "ON r.comparison_id = c.comparison_id WHERE c.comparison_id IN (SELECT comparison_id FROM comparisons "
         "WHERE kind = :kind AND status = 'done' AND spec_json = :spec AND created > :since "
-        "ORDER BY comparison_id DESC LIMIT :limit) AND r.status = 'ok' AND r.host = :host AND r.median_step_s > 0",
+        "ORDER BY comparison_id DESC LIMIT :limit) AND r.status = 'ok' AND r.host = :host AND r.median_step_s > 0 "
+        "AND (r.noisy IS NULL OR r.noisy = 0)",
         {"kind": cmp.kind, "spec": cmp.spec.to_json(), "since": time.time() - days * 86400, "limit": limit,
          "host": socket.gethostname()})
-    steps: dict[tuple[int, int, str], float | None] = {}
+    steps: dict[tuple[int, int, str], float] = {}
     for r in rows.itertuples():
         name = r.label or r.backend   # a job's label is stored only for an A/A twin
-        quiet = not (isinstance(r.noisy, (int, float)) and r.noisy == r.noisy and r.noisy)   # NaN / None: unknown
-        steps[(int(r.comparison_id), int(r.round), name)] = float(r.median_step_s) if quiet else None
+        steps[(int(r.comparison_id), int(r.round), name)] = float(r.median_step_s)
     out = {}
     for label in cmp.backends[1:]:
         earlier: dict[int, list[float]] = {}
         for (cid, rnd, name), step in steps.items():
             native = steps.get((cid, rnd, cmp.backends[0]))
-            if name == label and native and step:
+            if name == label and native:
                 earlier.setdefault(cid, []).append(math.log(native / step))
         found = heterogeneity(list(earlier.values()))
         if found is not None and found.drifting:
