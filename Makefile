@@ -15,7 +15,8 @@ PYTEST_ARGS ?= --durations=25
 TEST_WORKERS ?= 1
 XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
-.PHONY: setup dist browser postgres demo test test-fast lab app bench gallery docs clean
+.PHONY: setup setup-latest dist browser postgres demo test test-fast test-latest lab app bench gallery docs clean \
+	gpu-wheels gpu-check
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +27,26 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# the second tested set (README, `tcbench doctor`): the newest torch and transformers pip resolves, without torch_xla,
+# in .venv-latest; every other package at its constraints.txt pin (a copy without torch, torch_xla, transformers and
+# tokenizers, in build/). Its versions are recorded in tcbench/host/requirements.py (LATEST) after a passing run.
+VENV_LATEST  := .venv-latest
+PY_LATEST    := $(VENV_LATEST)/bin/python
+STAMP_LATEST := $(VENV_LATEST)/.tcbench-installed
+LATEST_FLOAT := torch|torch_xla|transformers|tokenizers
+
+$(STAMP_LATEST): pyproject.toml constraints.txt
+	test -x $(PY_LATEST) || $(PYTHON) -m venv $(VENV_LATEST)
+	$(PY_LATEST) -m pip install --disable-pip-version-check -q --upgrade pip
+	mkdir -p build
+	grep -v -E '^($(LATEST_FLOAT))==' constraints.txt > build/constraints-latest.txt
+	$(PY_LATEST) -m pip install --disable-pip-version-check -q --upgrade -e ".[lab,test]" torch transformers tokenizers \
+		-c build/constraints-latest.txt
+	$(PY_LATEST) -c "import torch, transformers; print('latest: torch', torch.__version__, '+ transformers', transformers.__version__)"
+	touch $(STAMP_LATEST)
+
+setup-latest: $(STAMP_LATEST)
 
 # Debian's Chromium for the browser tests (never `playwright install`: it downloads a browser)
 browser:
@@ -58,6 +79,17 @@ test: setup browser postgres
 test-fast: setup
 	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m "not integration and not browser and not notebook"
 
+# the newest torch and transformers (.venv-latest, no torch_xla: its tests skip): the unit tests, then the integration
+# tests of compare, compile phases and caches, track/tcbench.hf, max batch and retune; its own compile caches
+TEST_HOME_LATEST ?= $(CURDIR)/.tcbench-test-home-latest
+LATEST_INTEGRATION := tests/comparison/test_comparison.py tests/job/test_inductor_phases.py tests/job/test_script.py \
+	tests/tuning/test_maxbatch.py tests/tuning/test_tuning.py
+test-latest: setup-latest
+	TCBENCH_HOME=$(TEST_HOME_LATEST) $(PY_LATEST) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
+		-m "not integration and not browser and not notebook"
+	TCBENCH_HOME=$(TEST_HOME_LATEST) $(PY_LATEST) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
+		-m "integration and not browser and not notebook" $(LATEST_INTEGRATION)
+
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lab: setup
@@ -86,5 +118,25 @@ bench: setup
 	$(PY) benchmarks/trust.py
 	$(PY) benchmarks/run_benchmarks.py
 
+# The GPU check (benchmarks/gpu_check.py, benchmarks/gpu.md). On the GPU machine (Python 3.12, torch and transformers
+# there, no network): `make gpu-check` installs what it lacks from gpu-wheels/ (--no-index) and runs every check.
+# Here: `make gpu-wheels` fetches those wheels, built for Python 3.12, and builds tcbench's own into the folder.
+GPU_WHEELS := gpu-wheels
+GPU_PKGS   := optuna==5.0.0 sqlalchemy==2.1.9 plotly==7.1.0 alembic==1.20.1 mako==1.4.3 colorlog==6.12.0
+GPU_PLATFORMS := $(foreach n,17_x86_64 24_x86_64 27_x86_64 28_x86_64 34_x86_64,--platform manylinux_2_$(n)) \
+	--platform manylinux2014_x86_64
+GPU_CHECK_ARGS ?= --out build/gpu-check
+gpu-wheels: setup
+	rm -rf $(GPU_WHEELS) && mkdir -p $(GPU_WHEELS)
+	$(PY) -m pip download --disable-pip-version-check -q --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp $(GPU_PLATFORMS) -d $(GPU_WHEELS) $(GPU_PKGS)
+	$(PY) -m pip wheel --disable-pip-version-check --no-deps -q -w $(GPU_WHEELS) .
+	@du -sh $(GPU_WHEELS)
+
+gpu-check:
+	python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+		$(GPU_WHEELS)/*.whl
+	PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 python3 benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
 clean:
-	rm -rf $(VENV) $(TEST_HOME) .pytest_cache demo-report.html gallery docs/_build docs/gallery
+	rm -rf $(VENV) $(TEST_HOME) $(VENV_LATEST) $(TEST_HOME_LATEST) .pytest_cache demo-report.html gallery docs/_build docs/gallery

@@ -123,6 +123,9 @@ def _check_accelerator(path: Path, name: str, acc: dict) -> None:
     sources = acc.get("sources")
     if not isinstance(sources, dict) or not str(sources.get("peak_tflops", "")).strip():
         _fail(path, where, "sources.peak_tflops", None, "name where the peak figures come from")
+    names = acc.get("device_names", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        _fail(path, where, "device_names", names, "use a list of the names nvidia-smi gives the datasheet's variant")
 
 
 def _check_profile(path: Path, raw: dict, accelerators: dict) -> None:
@@ -217,6 +220,24 @@ def catalog() -> tuple[Profile, ...]:
     return _load_catalog(str(path), mtime)
 
 
+@functools.lru_cache(maxsize=4)
+def _load_accelerators(path_text: str, mtime: float) -> dict:
+    _load_catalog(path_text, mtime)   # validated there
+    return json.loads(Path(path_text).read_text(encoding="utf-8"))["accelerators"]
+
+
+def gpu_datasheet(device_name: str) -> tuple[str, dict, str] | None:
+    """(accelerator, peak TFLOP/s per dtype, source) of the catalog's accelerator whose datasheet variant is called
+    ``device_name`` (as nvidia-smi or ``torch.cuda.get_device_name`` give it: "NVIDIA H100 80GB HBM3"), or None for
+    a GPU the catalog does not list (a PCIe or NVL variant has other peaks: its MFU then says there is no peak)."""
+    catalog()   # a missing or broken file is its named error
+    path = data_dir() / "profiles.json"
+    for name, acc in _load_accelerators(str(path), path.stat().st_mtime).items():
+        if device_name.strip() in acc.get("device_names", []):
+            return name, {k: float(v) for k, v in acc["peak_tflops"].items()}, acc["sources"]["peak_tflops"]
+    return None
+
+
 def cpu_model() -> str:
     """This machine's CPU model as /proc/cpuinfo names it (else what ``platform`` says)."""
     try:
@@ -268,11 +289,26 @@ def nvidia_gpus() -> list[tuple[str, float]]:
         return []
 
 
+def nvidia_driver() -> str | None:
+    """The NVIDIA driver's version from ``nvidia-smi``, or None when no GPU answers in time."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=5, check=True).stdout.split()
+        return out[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def local_profile() -> Profile:
-    """The profile of the host this process runs on (read once per process)."""
+    """The profile of the host this process runs on (read once per process). On a GPU the catalog lists
+    (``gpu_datasheet``), its datasheet peaks are this machine's MFU reference."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     memory, gpus, cpu = _host_memory_gib(), nvidia_gpus(), cpu_model()
+    sheet = gpu_datasheet(gpus[0][0]) if gpus else None
     unset = "not applicable to this machine (left unset)"
     sources = dict(network_gbps=unset, efa=unset, nvlink=unset,
                    intra_node_gbytes_s=f"{unset}; tcbench.calibrate_link fits this machine's link from measurements")
@@ -286,11 +322,13 @@ def local_profile() -> Profile:
     sources.update(cpu=f"{_HOST} (/proc/cpuinfo)", vcpus=f"{_HOST} (os.sched_getaffinity: cores this process may use)",
                    host_memory_gib=f"{_HOST} (/proc/meminfo MemTotal, capped by a cgroup limit)",
                    price_per_hour="no price: this machine is not rented by the hour",
-                   peak_tflops="not known from the host; measure it (matmul probe)")
+                   peak_tflops=f"{sheet[2]} (the {sheet[0]} nvidia-smi names {gpus[0][0]!r})" if sheet else
+                   "not known from the host; measure it (matmul probe)")
     return Profile(
         name=LOCAL, family="local", accelerator=gpus[0][0] if gpus else "CPU",
         accelerator_count=len(gpus) or 1, memory_per_device_gib=gpus[0][1] if gpus else memory,
-        vcpus=cores, host_memory_gib=memory, sources=sources, is_local=True, cpu=cpu)
+        vcpus=cores, host_memory_gib=memory, sources=sources, is_local=True, cpu=cpu,
+        peak_tflops=sheet[1] if sheet else {})
 
 
 def _all() -> tuple[Profile, ...]:

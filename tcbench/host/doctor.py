@@ -19,7 +19,7 @@ import pandas as pd
 
 from tcbench.host.requirements import (BACKEND_NEEDS, CORE, DASHBOARD, DIST, EXTRAS, HF, INSTALL, LAB, POSTGRES,
                                         REQUIREMENTS, TESTED, XLA, Requirement, backend_check, cpp_compiler, fix_for,
-                                        installed_version, installed_versions, package_problem, xla_match_command)
+                                        installed_version, installed_versions, package_problem)
 
 COLUMNS = ["kind", "name", "group", "installed", "tested", "supported", "ok", "detail", "fix"]
 DATA_FILES = ("profiles.json", "task/train.jsonl", "task/eval.jsonl", "task/tokenizer.json")
@@ -44,11 +44,24 @@ def _system_rows() -> list[dict[str, Any]]:
         row("python", platform.python_version(),
             f"{platform.python_implementation()}, {platform.platform(terse=True)}"),
         row("cpu", f"{cores} cores", cpu_model()),
-        row("gpu", str(len(gpus)), ", ".join(f"{name} ({gib:g} GiB)" for name, gib in gpus)
-            or "none (no NVIDIA GPU answered nvidia-smi)"),
+        row("gpu", str(len(gpus)), _gpu_detail(gpus)),
         row("c++ compiler", path, f"{cxx}, called by Inductor on CPU; CXX chooses another", path is not None, fix),
         _data_row(),
     ]
+
+
+def _gpu_detail(gpus: list[tuple[str, float]]) -> str:
+    """The GPUs, the driver and the datasheet peak MFU is measured against (or why there is none)."""
+    from tcbench.core.profiles import gpu_datasheet, nvidia_driver
+
+    if not gpus:
+        return "none (no NVIDIA GPU answered nvidia-smi)"
+    sheet = gpu_datasheet(gpus[0][0])
+    peak = (f"datasheet peak {sheet[1].get('bf16', sheet[1].get('fp16'))} TFLOP/s bf16/fp16, "
+            f"{sheet[1].get('fp32')} fp32 ({sheet[2]})" if sheet else
+            f"no datasheet peak for {gpus[0][0]!r} in the catalog (its MFU says so)")
+    return (", ".join(f"{name} ({gib:g} GiB)" for name, gib in gpus) +
+            f"; driver {nvidia_driver() or 'unknown'}; {peak}")
 
 
 def _data_row() -> dict[str, Any]:
@@ -67,7 +80,8 @@ def _package_fix(req: Requirement, version: str | None, versions: dict[str, str 
     if version is not None:
         return fix_for(req)
     if req.group == XLA and versions.get("torch"):
-        return xla_match_command(versions["torch"])
+        reason, fix = backend_check("xla", versions)[1:]
+        return fix or f"none here: {reason}"
     return INSTALL[req.group]
 
 

@@ -194,11 +194,38 @@ BACKEND_NEEDS = {
 }
 
 
+XLA_LAST = (2, 9)   # torch_xla's last release line (2.9.x, for torch 2.9); it no longer builds for CUDA
+
+
+def _has_gpu() -> bool:
+    from tcbench.core.profiles import nvidia_gpus
+
+    return bool(nvidia_gpus())
+
+
+def xla_missing(torch_version: str, gpu: bool) -> tuple[str, str | None]:
+    """Why the xla backend is unavailable when torch_xla is not installed, and the command that installs it (None
+    where no release can run here)."""
+    major_minor = (release(torch_version) + (0, 0))[:2]
+    last = ".".join(map(str, XLA_LAST))
+    if gpu:
+        return (f"torch_xla is not installed, and PyTorch/XLA no longer runs on NVIDIA GPUs (its CUDA device was "
+                f"dropped in 2.8/2.9; its last release, {last}, needs torch {last}): on this GPU compare eager with "
+                "inductor"), None
+    if major_minor > XLA_LAST:
+        fix = f"pip install 'torch=={last}.*' 'torch_xla=={last}.*' (in another environment)"
+        return (f"torch_xla is not installed, and no release matches torch {torch_version} (its last release, "
+                f"{last}, needs torch {last}): {fix} for the xla backend"), fix
+    match = xla_match_command(torch_version)
+    return f"torch_xla is not installed: {match} (the release that matches torch {torch_version}; " \
+           f"{INSTALL[XLA]} installs the newest)", match
+
+
 def backend_check(name: str, versions: Versions | None = None,
-                  compiler: tuple[str, str | None] | None = None) -> tuple[bool, str, str | None]:
+                  compiler: tuple[str, str | None] | None = None, gpu: bool | None = None) -> tuple[bool, str, str | None]:
     """(available, reason, the command that fixes it or None) of a backend, from installed versions (read
-    from metadata unless given) and, for inductor, the C++ compiler (looked up unless given) — without
-    importing torch. Pure when ``versions`` and ``compiler`` are given."""
+    from metadata unless given), for inductor the C++ compiler and for xla whether an NVIDIA GPU answers (both
+    looked up unless given) — without importing torch. Pure when ``versions``, ``compiler`` and ``gpu`` are given."""
     if name not in BACKEND_NEEDS:
         raise ValueError(f"backend={name!r} is not allowed; allowed: {', '.join(BACKEND_NEEDS)}")
     v = dict(versions) if versions is not None else {n: installed_version(n) for n in ("torch", "torch_xla")}
@@ -215,8 +242,7 @@ def backend_check(name: str, versions: Versions | None = None,
         return True, f"torch.compile (Inductor, torch {torch_v}, C++ compiler {path})", None
     match = xla_match_command(torch_v)
     if xla_v is None:
-        return False, (f"torch_xla is not installed: {match} (the release that matches torch {torch_v}; "
-                       f"{INSTALL[XLA]} installs the newest)"), match
+        return (False, *xla_missing(torch_v, _has_gpu() if gpu is None else gpu))
     mismatch = xla_mismatch(torch_v, xla_v)
     if mismatch:
         return False, mismatch, match

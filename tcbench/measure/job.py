@@ -59,13 +59,15 @@ def compile_counts(counters: dict | None, after_warmup: dict | None) -> dict:
 
 
 def figures(records: Sequence[StepRecord], spec: JobSpec, probe: dict, threads: int, sched: SchedTimes | None,
-            **given: Any) -> JobFigures:
+            device: str = "cpu", **given: Any) -> JobFigures:
     """A job's figures (``metrics.job_figures``) from its records, its spec, the MFU reference, its threads, its
-    ``Sched`` values and ``given``: what it reported itself (n_params, flops_per_step, ``compile_counts``)."""
+    ``Sched`` values and ``given``: what it reported itself (n_params, flops_per_step, ``compile_counts``).
+    A job that waits on others (a data-parallel rank for the gradients) or on its ``device`` (a CUDA job's host
+    thread sleeps in each step's synchronisation) ``blocks``: its CPU share says nothing about other processes."""
     return job_figures(records, counted_batch_size(spec, records), spec.warmup_steps, threads=threads,
                        wait_share=wait_share(sched, threads), steal_share=sched.steal_share if sched else None,
                        others_share=sched.others_share if sched else None, probe=probe,
-                       blocks=spec.world_size > 1, **given)
+                       blocks=spec.world_size > 1 or device.startswith("cuda"), **given)
 
 
 def allreduce_summary(rows: Sequence[Sequence], records: Sequence[StepRecord],

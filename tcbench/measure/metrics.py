@@ -47,8 +47,9 @@ def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share
            steal_share: float | None, blocks: bool = False,
            others_share: float | None = None) -> tuple[float | None, float | None, float | None, list[str]]:
     """IQR, CV, CPU share of the steady steps and the reasons to distrust them. ``blocks``: the job blocks in its
-    own collectives (a data-parallel rank waits for the others' gradients), so a CPU share below 1 is no sign of
-    another process; only its threads' wait for a CPU (the run queue) says so."""
+    own collectives (a data-parallel rank waits for the others' gradients) or on its GPU (a CUDA job's host thread
+    sleeps in each step's synchronisation: 6 % CPU on an H200), so a CPU share below 1 is no sign of another
+    process; only its threads' wait for a CPU (the run queue) and others' use of its CPUs say so."""
     times = sorted(r.step_s for r in st)
     reasons: list[str] = []
     iqr = cv = share = None

@@ -174,7 +174,10 @@ def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
                TCBENCH_PARENT_PID=str(os.getpid()), TCBENCH_RUN_DIR=str(run_dir),
                TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TCBENCH_XLA_CACHE=str(cache / "xla"),
                TCBENCH_ARTIFACTS=team_artifacts.folder(),
-               TOKENIZERS_PARALLELISM="false")
+               TOKENIZERS_PARALLELISM="false",
+               # torch.cuda.is_available() by NVML, not the CUDA driver: a warm launcher whose imports ask stays free
+               # of a CUDA context and its threads (a forked job could not use them, and it is not forked then)
+               PYTORCH_NVML_BASED_CUDA_CHECK="1")
     backend_class(spec.backend).job_env(spec, env)   # USE_TORCH_XLA, PJRT_DEVICE, TORCH_LOGS with debug
     return env
 
@@ -427,6 +430,6 @@ def _set_figures(result: JobResult, spec: JobSpec, probe: dict, **given: Any) ->
     result.extra.probe = {k: v for k, v in probe.items() if k != "cached"}
     phases = result.extra.compile_phases
     result.figures = figures(result.records, spec, probe, result.env.get("threads") or _threads(spec),
-                             result.extra.sched, n_params=result.extra.n_params,
+                             result.extra.sched, result.device or "cpu", n_params=result.extra.n_params,
                              flops_per_step=result.extra.flops_per_step,
                              **{**(dataclasses.asdict(phases) if phases else {}), **given})

@@ -139,3 +139,24 @@ def test_the_parent_side_never_imports_torch(tmp_path):
                          cwd=str(tmp_path))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_cuda_graph_modes_mark_each_step_begin_on_cuda_only():
+    """On an H200, gpt2 under reduce-overhead failed ("accessing tensor output of CUDAGraphs that has been
+    overwritten by a subsequent run"): each step of a CUDA-graph mode now begins with
+    ``torch.compiler.cudagraph_mark_step_begin()``."""
+    import contextlib
+
+    from tcbench.job.backends.inductor import InductorBackend, uses_cuda_graphs
+
+    assert uses_cuda_graphs("reduce-overhead", "cuda") and uses_cuda_graphs("max-autotune", "cuda")
+    assert not uses_cuda_graphs("max-autotune-no-cudagraphs", "cuda") and not uses_cuda_graphs("default", "cuda")
+    assert not uses_cuda_graphs("reduce-overhead", "cpu")
+    calls = []
+    backend = InductorBackend.__new__(InductorBackend)
+    backend.isa_checked, backend.whole_step = True, lambda batch: calls.append("step") or "loss"
+    backend.diag = type("Diag", (), {"step": lambda self, batch: contextlib.nullcontext()})()
+    backend.mark_step = lambda: calls.append("mark")
+    assert backend.step({}) == "loss" and calls == ["mark", "step"]
+    backend.mark_step = None
+    assert backend.step({}) == "loss" and calls == ["mark", "step", "step"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from tcbench.core.results import StepRecord
@@ -105,3 +106,16 @@ def test_the_noise_scale_or_why_there_is_none():
     assert (got.batch_size, got.micro_batch, got.steps, got.run_id) == (8, 2, 4, 7)
     assert job_noise_scale(samples[:3], spec) == (
         None, "the gradient noise scale needs at least 2 measured steps; got 1")
+
+
+def test_a_cuda_jobs_host_thread_sleeping_in_its_synchronisation_is_not_noise():
+    """Seen on an H200 (benchmarks/gpu.md): every job had the CPU 6 % of its wall time, each flagged "another process
+    was running", every verdict inconclusive. A CUDA job waits on its device; only the run queue and others' use of
+    its CPUs say another process ran."""
+    spec = JobSpec(batch_size=8, warmup_steps=2, steps=8, threads=16)
+    recs = [_rec(0, 2.0, warmup=True), _rec(1, 1.0, warmup=True)] + [_rec(i, 0.5, cpu_s=0.48) for i in range(2, 8)]
+    quiet = SchedTimes(wall_s=3.0, cpu_s=0.5, wait_s=0.0, steal_share=0.0, wait_main_only=False, others_share=0.01)
+    assert not figures(recs, spec, {}, 16, quiet, "cuda:0").noisy
+    assert figures(recs, spec, {}, 16, quiet, "cpu").noisy            # on the CPU the same share is another process
+    busy = dataclasses.replace(quiet, others_share=0.3)
+    assert "other processes used its CPUs 30%" in figures(recs, spec, {}, 16, busy, "cuda:0").noise_reason

@@ -33,6 +33,15 @@ def _own_store(tmp_path, monkeypatch):
     monkeypatch.setenv("TCBENCH_DB", str(tmp_path / "panel.db"))
 
 
+def _all_backends_available(monkeypatch) -> None:
+    """Every backend's box enabled, whatever is installed here (the leg on the newest torch has no torch_xla): for
+    tests of presets and words, not of availability."""
+    import pandas as pd
+
+    monkeypatch.setattr(tc, "backends", lambda: pd.DataFrame([dict(backend=b, available=True, reason="installed")
+                                                              for b in ("eager", "inductor", "xla")]))
+
+
 def _figures(spec, step_s: float, recs: list) -> tc.JobFigures:
     steady = [r.step_s for r in recs if not r.warmup]
     med = statistics.median(steady)
@@ -229,7 +238,8 @@ def test_each_backend_box_carries_its_own_label(monkeypatch):
     assert c.backends["xla"].disabled   # still unavailable after a run
 
 
-def test_keyword_presets_fill_the_controls():
+def test_keyword_presets_fill_the_controls(monkeypatch):
+    _all_backends_available(monkeypatch)
     panel = Workbench(model="distilbert-base-uncased", steps=12, warmup_steps=3, backends=("inductor", "xla"),
                       rounds=1, threads=2)
     spec = panel.controls.spec
@@ -394,6 +404,7 @@ def test_a_verdict_that_is_not_faster_never_claims_a_payoff(times, kind, monkeyp
 
 
 def test_slowdown_and_failure_are_told_in_words(monkeypatch):
+    _all_backends_available(monkeypatch)
     monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.1, "inductor": 0.2, "xla": 0.1},
                                                          status={"xla": "oom"}))
     panel = _panel(backends=("inductor", "xla"))

@@ -167,12 +167,21 @@ def local_device(spec: JobSpec | None = None) -> Any:
         return torch.device("cpu")
     index = int(os.environ.get("LOCAL_RANK", "0"))   # torchrun: one GPU per data-parallel process
     torch.cuda.set_device(index)
-    if spec is not None and spec.memory_budget_gb:
-        total = torch.cuda.get_device_properties(index).total_memory
-        fraction = spec.memory_budget_gb * 2**30 / total
-        if fraction < 1.0:   # the result is then what an instance with that much memory would give
-            torch.cuda.set_per_process_memory_fraction(fraction, index)
+    fraction = memory_fraction(spec.memory_budget_gb if spec else None,
+                               torch.cuda.get_device_properties(index).total_memory)
+    if fraction is not None:   # the result is then what an instance with that much memory would give
+        torch.cuda.set_per_process_memory_fraction(fraction, index)
     return torch.device("cuda", index)
+
+
+def memory_fraction(budget_gb: float | None, total_bytes: int) -> float | None:
+    """The share of a GPU's ``total_bytes`` a job capped at ``budget_gb`` GiB may allocate (what
+    ``torch.cuda.set_per_process_memory_fraction`` takes: the caching allocator then refuses, as out of memory,
+    what would take the process past it), or None when there is no cap or the GPU is not larger than it."""
+    if not budget_gb:
+        return None
+    fraction = budget_gb * 2**30 / total_bytes
+    return fraction if fraction < 1.0 else None
 
 
 class CommLog:

@@ -87,6 +87,10 @@ class InductorBackend(EagerBackend):
                 self.artifact_state = artifacts.load(self.artifacts, self.artifact_fields)
                 print(f"tcbench: compile artifacts {self.artifact_state}", flush=True)
         mode = None if spec.compile_mode == "default" else spec.compile_mode
+        # CUDA graphs replay into the same output buffers: each step must say that a new one begins, or the previous
+        # step's outputs still in use (seen on an H200: gpt2, reduce-overhead) are found overwritten
+        self.mark_step = torch.compiler.cudagraph_mark_step_begin if uses_cuda_graphs(
+            spec.compile_mode, self.device.type) else None
         if spec.cpp_wrapper:   # this job's process only: Inductor's config is per process
             import torch._inductor.config as inductor_config
 
@@ -115,6 +119,8 @@ class InductorBackend(EagerBackend):
         if not self.isa_checked:   # in the first step, as Inductor's own check: after the memory baseline
             self.isa_checked = True
             print(f"tcbench: Inductor's vector ISA check {vec_isa_checked_once()}", flush=True)
+        if self.mark_step is not None:
+            self.mark_step()
         with self.diag.step(batch):
             return self.whole_step(batch) if self.whole_step is not None else super().step(batch)
 
@@ -189,6 +195,14 @@ def compile_phases() -> CompilePhases:
     frame, backend, backward, inductor = (took.get(n, 0.0) for n in (FRAME, BACKEND, LAZY_BACKWARD, INDUCTOR))
     return CompilePhases(compile_dynamo_s=max(frame - backend, 0.0),
                          compile_aot_s=max(backend + backward - inductor, 0.0), compile_backend_s=inductor, **caches)
+
+
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")   # the modes whose compiled code Inductor records as CUDA graphs
+
+
+def uses_cuda_graphs(compile_mode: str, device_type: str) -> bool:
+    """Whether Inductor runs ``compile_mode`` as CUDA graphs on a ``device_type`` device (only on CUDA)."""
+    return device_type == "cuda" and compile_mode in CUDA_GRAPH_MODES
 
 
 def compile_optimizer_step(optimizer: Any, mode: str | None) -> None:
