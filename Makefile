@@ -43,7 +43,7 @@ $(STAMP_LATEST): pyproject.toml constraints.txt
 	grep -v -E '^($(LATEST_FLOAT))==' constraints.txt > build/constraints-latest.txt
 	$(PY_LATEST) -m pip install --disable-pip-version-check -q --upgrade -e ".[lab,test]" torch transformers tokenizers \
 		-c build/constraints-latest.txt
-	$(PY_LATEST) -c "import torch, transformers; print('latest: torch', torch.__version__, '+ transformers', transformers.__version__)"
+	$(PY_LATEST) -c "import torch, transformers as t; print('latest: torch', torch.__version__, 'transformers', t.__version__)"
 	touch $(STAMP_LATEST)
 
 setup-latest: $(STAMP_LATEST)
@@ -79,16 +79,28 @@ test: setup browser postgres
 test-fast: setup
 	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m "not integration and not browser and not notebook"
 
-# the newest torch and transformers (.venv-latest, no torch_xla: its tests skip): the unit tests, then the integration
-# tests of compare, compile phases and caches, track/tcbench.hf, max batch and retune; its own compile caches
+# the newest torch and transformers (.venv-latest, no torch_xla: its tests skip, saying why): the unit tests, then the
+# integration tests of compile phases and caches, compare, track/tcbench.hf, max batch and retune, on compile caches
+# of its own. Left out there (they test tcbench's own process control, verdicts and bookkeeping, not torch; the main
+# suite runs them): stopping and killing jobs, A/A and parity verdicts, NaN, failed, over-budget and demo jobs, a
+# stalled script, a teammate's artifacts from the store. Measured 2026-11-26 on 2 cores, clean clone, no pip cache:
+# install 2.1 min, unit tests 3.6 min, integration 11.3 min (12.0 with the five deselected last).
 TEST_HOME_LATEST ?= $(CURDIR)/.tcbench-test-home-latest
-LATEST_INTEGRATION := tests/comparison/test_comparison.py tests/job/test_inductor_phases.py tests/job/test_script.py \
+LATEST_INTEGRATION := tests/job/test_inductor_phases.py tests/comparison/test_comparison.py tests/job/test_script.py \
 	tests/tuning/test_maxbatch.py tests/tuning/test_tuning.py
+LATEST_LEFT_OUT := $(addprefix --deselect tests/comparison/test_comparison.py::test_,\
+	killed_worker_is_interrupted_and_keeps_steps keyboard_interrupt_in_the_caller_keeps_the_steps_and_leaves_no_worker \
+	stop_event_interrupts_within_two_seconds aa_is_judged_like_any_pair aa_under_load_is_never_a_confident_verdict \
+	parity_fails_when_the_compiled_job_cannot_learn parity_is_not_judged_when_nothing_learns \
+	nan_loss_is_diverged_and_stops_early failure_is_recorded_with_reason over_budget_is_oom_with_figures \
+	make_demo_learns) \
+	--deselect tests/job/test_script.py::test_a_script_that_stops_reporting_is_stopped_as_stalled \
+	--deselect tests/job/test_inductor_phases.py::test_a_teammate_without_the_artifacts_gets_them_from_the_store
 test-latest: setup-latest
-	TCBENCH_HOME=$(TEST_HOME_LATEST) $(PY_LATEST) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
+	TCBENCH_LATEST_LEG=1 TCBENCH_HOME=$(TEST_HOME_LATEST) $(PY_LATEST) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
 		-m "not integration and not browser and not notebook"
-	TCBENCH_HOME=$(TEST_HOME_LATEST) $(PY_LATEST) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
-		-m "integration and not browser and not notebook" $(LATEST_INTEGRATION)
+	TCBENCH_LATEST_LEG=1 TCBENCH_HOME=$(TEST_HOME_LATEST) $(PY_LATEST) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
+		-m "integration and not browser and not notebook" $(LATEST_INTEGRATION) $(LATEST_LEFT_OUT)
 
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from tcbench.host.requirements import (BACKEND_NEEDS, CORE, DASHBOARD, DIST, EXTRAS, HF, INSTALL, LAB, POSTGRES,
                                         REQUIREMENTS, TESTED, XLA, Requirement, backend_check, cpp_compiler, fix_for,
-                                        installed_version, installed_versions, package_problem)
+                                        installed_version, installed_versions, package_problem, tested_set)
 
 COLUMNS = ["kind", "name", "group", "installed", "tested", "supported", "ok", "detail", "fix"]
 DATA_FILES = ("profiles.json", "task/train.jsonl", "task/eval.jsonl", "task/tokenizer.json")
@@ -140,6 +140,7 @@ def render(table: pd.DataFrame, width: int = 80) -> str:
     data = system["data"]
     out += _wrap(f"data: {data['installed']} ({data['detail'] if data['ok'] else 'NOT FOUND: ' + data['detail']})",
                  width, "")
+    out += _wrap(tested_set({r["name"]: r["installed"] for r in rows if r["kind"] == "package"}), width, "")
     for group in (CORE, *EXTRAS):
         out += ["", *_wrap(f"{GROUP_TITLES[group]}: {INSTALL[group]}", width, "")]
         out.append(f"  {'package':<13} {'installed':<12} {'tested':<8} supported")

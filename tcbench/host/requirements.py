@@ -110,6 +110,12 @@ TESTED: dict[str, str] = {
     "sphinx": "9.0.4", "myst-parser": "5.2.0", "myst-nb": "1.4.0", "furo": "2025.12.19", "sphinx-argparse": "0.6.1",
 }
 
+# The second tested set: what CI's leg on the newest torch (`make test-latest`) last passed with. It installs the
+# newest torch, transformers and tokenizers pip resolves, no torch_xla (its last release, 2.9, needs torch 2.9), every
+# other package at TESTED's pin. Recorded here after a passing run; tests/test_packaging.py checks these names against
+# the Makefile's, the versions against pyproject's ranges and, in that leg, against what is installed.
+LATEST: dict[str, str] = {"torch": "2.14.1", "transformers": "5.24.0", "tokenizers": "0.23.3"}
+
 Versions = Mapping[str, "str | None"]
 
 
@@ -171,6 +177,32 @@ def xla_match_command(torch_version: str) -> str:
     """The pip command for the torch_xla release line that matches ``torch_version``."""
     major, minor = (release(torch_version) + (0, 0))[:2]
     return f"pip install 'torch_xla=={major}.{minor}.*'"
+
+
+def tested_set(versions: Versions | None = None) -> str:
+    """Which tested set the installed torch, torch_xla and transformers are (read from metadata unless given), in one
+    line: ``tested set: pinned (torch 2.9.0 + torch_xla 2.9.0, transformers 5.23.0)``, ``tested set: latest (torch
+    2.14.1, transformers 5.24.0; no torch_xla)`` or ``untested combination: ...`` naming both sets. A local label
+    (``+cu128``) does not count; each other package's row says its own tested version."""
+    names = ("torch", "torch_xla", "transformers")
+    given = versions if versions is not None else {n: installed_version(n) for n in names}
+    v = {n: given.get(n) if isinstance(given.get(n), str) else None for n in names}   # a table's NaN: missing
+    torch_v, xla_v, tf_v = (v[n] for n in names)
+
+    def same(name: str, pins: Mapping[str, str]) -> bool:
+        return v.get(name) is not None and release(v[name]) == release(pins[name])
+
+    if same("torch", TESTED) and same("transformers", TESTED) and (xla_v is None or same("torch_xla", TESTED)):
+        if xla_v is None:
+            return (f"tested set: pinned (torch {torch_v}, transformers {tf_v}; torch_xla {TESTED['torch_xla']} is not "
+                    "installed: no xla backend)")
+        return f"tested set: pinned (torch {torch_v} + torch_xla {xla_v}, transformers {tf_v})"
+    if same("torch", LATEST) and same("transformers", LATEST) and xla_v is None:
+        return f"tested set: latest (torch {torch_v}, transformers {tf_v}; no torch_xla)"
+    have = ", ".join(f"{n} {v.get(n) or 'missing'}" for n in names if n != "torch_xla" or xla_v)
+    return (f"untested combination: {have} (tested: torch {TESTED['torch']} + torch_xla {TESTED['torch_xla']} with "
+            f"transformers {TESTED['transformers']}; torch {LATEST['torch']} with transformers "
+            f"{LATEST['transformers']}, no torch_xla)")
 
 
 def xla_mismatch(torch_version: str, xla_version: str) -> str | None:

@@ -69,7 +69,7 @@ from tcbench.tuning.storage import heartbeat_on, open_storage
 from tcbench.tuning.study import (PRUNERS, SAMPLERS, StudyContext, full_trials, make_pruner, make_sampler,  # noqa: F401
                                   min_resource, objective, prepare_study, prune_until, sampler_name, study_id,
                                   trial_spec, trials_frame)
-from tcbench.tuning.workers import Claim, check_workers, remember, run_workers
+from tcbench.tuning.workers import Claim, check_fork, check_workers, remember, run_workers
 
 BUDGETS = ("equal_samples", "equal_steps")
 
@@ -228,6 +228,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     extras = _check_extras(extra_lrs)
     backend_storage, url = open_storage(storage, store.url())   # a bad URL is a SpecError before any job starts
     check_workers(n_workers, storage, backend_storage, url)
+    check_fork(sampler_name(sampler, n_trials) if isinstance(sampler, str) else sampler, n_workers)
     notify = observer or (lambda e: None)
     prediction, note = _predict(spec, new_batch_size, noise, optimizer, store, notify, stop, processes)
     guesses = _guesses(spec, new_batch_size, prediction, extras)

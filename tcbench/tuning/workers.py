@@ -19,7 +19,10 @@ caller waits for them and sets their common stop event when its own ``stop`` is 
 back through a pipe per worker (no lock shared with a process that may be killed) and reach the caller's observer in the caller's process, as they happen (a notebook's live
 figure, the CLI's progress lines); an event that cannot be pickled (a job built by a local function) is not shown. A worker runs
 torch (Optuna's GPSampler) on one thread: a thread pool the caller used before the fork does not exist in the
-child, and waiting for it would hang the worker (as PyTorch's DataLoader workers do, for the same reason).
+child, and waiting for it would hang the worker (as PyTorch's DataLoader workers do, for the same reason). The
+GPSampler's autograd cannot run in a child at all when the caller's autograd engine started device threads (a GPU
+backward, or with torch 2.14 a backward after any torch.compile in the caller, GPU or not): ``check_fork`` refuses
+that before any worker starts, with what to do instead.
 """
 
 from __future__ import annotations
@@ -112,6 +115,42 @@ def remember(study: Any, **settings: Any) -> None:
         study.set_user_attr(SETTINGS_ATTR, settings)
 
 
+def autograd_fork_problem() -> str:
+    """Why torch's autograd cannot run in a process forked from this one ("" when it can, or where it cannot be told:
+    no ``/proc``). Its engine has started device threads here (``pt_autograd_<n>``), so a forked child refuses every
+    backward ("Unable to handle autograd's threading in combination with fork-based multiprocessing"). They start at
+    the process's first backward if a device then counts: a GPU, or with torch 2.14 (not 2.9) the stand-in CUDA device
+    that torch.compile's fake tensors set where there is none."""
+    names = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return ""
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:   # the thread ended meanwhile
+            continue
+    n = sum(name.startswith("pt_autograd_") for name in names)
+    return (f"torch's autograd engine runs {n} device threads in this process (it ran a backward after torch.compile "
+            "or on a GPU), and autograd refuses to run in a process forked from it") if n else ""
+
+
+def check_fork(sampler: Any, n_workers: int) -> None:
+    """Refuse forked workers that would need autograd where it cannot run (``autograd_fork_problem``): Optuna's
+    GPSampler (``sampler``: it, or its name "gp") fits its Gaussian process with autograd in each worker. Raises
+    SpecError naming ``n_workers``."""
+    import optuna
+
+    problem = autograd_fork_problem() if n_workers > 1 else ""
+    if problem and (sampler == "gp" or isinstance(sampler, optuna.samplers.GPSampler)):
+        allowed = ("n_workers=1, sampler='tpe', or the study run from a process that has not compiled and trained "
+                   "(a fresh kernel, `tcbench retune`, or `tcbench tune-worker` processes beside it)")
+        raise SpecError("n_workers", n_workers, allowed, f"n_workers={n_workers} with sampler='gp' is not allowed "
+                        f"here: {problem}, and the GPSampler needs it in each forked worker; allowed: {allowed}")
+
+
 def run_workers(study: Any, ctx: StudyContext, n_trials: int, n_workers: int, storage: Any,
                 make_objective: Callable[[StudyContext], Callable]) -> None:
     """Run the study's loop here (``n_workers == 1``) or in ``n_workers`` forked processes, and wait for them.
@@ -122,6 +161,7 @@ def run_workers(study: Any, ctx: StudyContext, n_trials: int, n_workers: int, st
 
     if n_workers == 1:
         return optimize(study, make_objective(ctx), ctx, n_trials)
+    check_fork(study.sampler, n_workers)
     mp = multiprocessing.get_context("fork")   # the workers inherit the job runner (and a test's fakes)
     stop, errors = mp.Event(), mp.SimpleQueue()
     pipes = [mp.Pipe(duplex=False) for _ in range(n_workers)]   # (the caller's end, the worker's end)

@@ -57,6 +57,26 @@ def test_backend_status_from_fake_versions():
         req.backend_status("tpu", both, cxx)
 
 
+def test_the_tested_set_is_named_from_torch_torch_xla_and_transformers():
+    """Which of the two tested sets (constraints.txt's pins; LATEST, CI's leg on the newest torch) is installed, local
+    labels aside; anything else is an untested combination that names both sets."""
+    pinned = {"torch": req.TESTED["torch"] + "+cu128", "torch_xla": req.TESTED["torch_xla"],
+              "transformers": req.TESTED["transformers"]}
+    assert req.tested_set(pinned) == (f"tested set: pinned (torch {req.TESTED['torch']}+cu128 + torch_xla "
+                                      f"{req.TESTED['torch_xla']}, transformers {req.TESTED['transformers']})")
+    assert req.tested_set({**pinned, "torch_xla": None}).startswith("tested set: pinned (")
+    assert "no xla backend" in req.tested_set({**pinned, "torch_xla": None})
+    latest = {"torch": req.LATEST["torch"] + "+cu130", "transformers": req.LATEST["transformers"], "torch_xla": None}
+    assert req.tested_set(latest) == (f"tested set: latest (torch {req.LATEST['torch']}+cu130, transformers "
+                                      f"{req.LATEST['transformers']}; no torch_xla)")
+    for other in ({**latest, "torch_xla": "2.9.0"}, {**latest, "transformers": "5.17.0"},
+                  {"torch": "2.11.0", "transformers": "5.17.0"}, {**pinned, "torch_xla": "2.8.0"}, {}):
+        text = req.tested_set(other)
+        assert text.startswith("untested combination: ") and req.LATEST["torch"] in text, (other, text)
+        assert f"torch {req.TESTED['torch']} + torch_xla {req.TESTED['torch_xla']}" in text, text
+    assert req.tested_set({}).startswith("untested combination: torch missing, transformers missing (")
+
+
 def test_version_ranges():
     assert req.release("2.9.0+cu128") == (2, 9, 0) and req.release("0.23.3") == (0, 23, 3)
     assert req.release("5.0.0rc1") == (5, 0, 0) and req.release("2.10.0.dev20251001") == (2, 10, 0)

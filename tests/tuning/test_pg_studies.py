@@ -187,6 +187,60 @@ def test_workers_forked_after_torch_used_its_threads_do_not_hang(pg_url, jobs, s
     assert res.sampler == "gp" and len(res.trials) == 6 and res.best_lr is not None
 
 
+# a process that compiles (fake tensors) and then trains, without a GPU; then a forked child trains: with torch 2.14
+# its autograd refuses (the engine started device threads for the stand-in CUDA device), with torch 2.9 it runs
+FORK_AFTER_COMPILE = """
+import json, os, sys, torch
+from tcbench.tuning.workers import autograd_fork_problem
+before = autograd_fork_problem()
+x = torch.randn(4, requires_grad=True)
+torch.compile(lambda t: (t * 2).sin().sum(), backend="eager")(x.detach())
+(x * 3).sum().backward()
+after = autograd_fork_problem()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    try:
+        y = torch.randn(4, requires_grad=True); (y * 2).sum().backward(); ok = True
+    except RuntimeError as exc:   # None: refused because of the fork; anything else is shown
+        ok = None if "fork" in str(exc) else str(exc)
+    os.write(w, json.dumps(ok).encode()); os._exit(0)
+os.waitpid(pid, 0)
+print(json.dumps({"before": before, "after": after, "child": json.loads(os.read(r, 4096))}))
+"""
+
+
+def test_the_fork_check_says_exactly_when_a_forked_child_cannot_use_autograd():
+    """``autograd_fork_problem`` against torch itself, in a fresh process: nothing before any backward; after a
+    compile and a backward, a reason exactly when the forked child's backward is refused (torch 2.14, not 2.9)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FORK_AFTER_COMPILE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["before"] == "" and seen["child"] in (True, None), seen
+    assert bool(seen["after"]) == (seen["child"] is None), seen
+
+
+def test_forked_gp_workers_are_refused_by_name_where_autograd_cannot_run_in_them(monkeypatch):
+    """Where the caller's autograd engine has device threads, workers with the GPSampler are refused before any
+    starts (each trial would fail), with what to do instead; the TPE sampler and one worker need no autograd there."""
+    import optuna
+
+    import tcbench.tuning.workers as tw
+
+    monkeypatch.setattr(tw, "autograd_fork_problem", lambda: "torch's autograd engine runs 8 device threads")
+    for sampler in ("gp", optuna.samplers.GPSampler(seed=0)):
+        with pytest.raises(SpecError) as e:
+            tw.check_fork(sampler, 2)
+        assert e.value.field == "n_workers" and "8 device threads" in str(e.value) and "sampler='tpe'" in str(e.value)
+    tw.check_fork("tpe", 2)
+    tw.check_fork(optuna.samplers.TPESampler(seed=0), 2)
+    tw.check_fork("gp", 1)
+
+
 @postgres
 def test_a_sigkilled_workers_trial_is_failed_retried_and_the_study_completes(pg_url, tmp_path, store, monkeypatch):
     import tcbench.runner.process as runner

@@ -169,7 +169,8 @@ class InductorBackend(EagerBackend):
         return "\n".join(lines)
 
 
-# the functions torch.compile times (torch._dynamo.utils.dynamo_timed, torch 2.9), summed over every graph:
+# the functions torch.compile times (torch._dynamo.utils.dynamo_timed; the same names in torch 2.9 and 2.14), summed
+# over every graph:
 FRAME = "_compile.compile_inner"               # Dynamo's compile of one frame, the backend's compile included
 BACKEND = "OutputGraph.call_user_compiler"     # AOTAutograd with Inductor's compile of the forward inside
 LAZY_BACKWARD = "backward._backward_impl"     # the backward graph, compiled at its first call
@@ -285,7 +286,7 @@ def vec_isa_checked_once() -> str:
 
     if platform.machine() not in ("x86_64", "AMD64"):
         return "left to Inductor (not x86)"
-    try:   # private helpers of torch 2.9's Inductor: if they move, Inductor checks as it always did
+    try:   # private helpers of Inductor (torch 2.9 to 2.14): if they move, Inductor checks as it always did
         from torch._inductor import cpu_vec_isa as isa
         from torch._inductor.runtime.cache_dir_utils import cache_dir
 
