@@ -47,8 +47,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     import tcbench as tc
 
     others = _compared(backend_list(a.backends))
-    check_writable(a.report, "--report")
-    check_writable(a.json, "--json")
+    check_writable(("--report", a.report), ("--json", a.json))
     with Progress(rounds=0 if a.rounds is None or a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare(job_spec(a, "eager"), backends=others, rounds=a.rounds, resolve=a.resolve,
                          budget_s=a.budget_s, max_rounds=a.max_rounds, observer=progress)
@@ -59,8 +58,7 @@ def cmd_compare_script(a: argparse.Namespace) -> int:
     import tcbench as tc
 
     others = _compared(backend_list(a.backends))
-    check_writable(a.report, "--report")
-    check_writable(a.json, "--json")
+    check_writable(("--report", a.report), ("--json", a.json))
     fields = {**job_fields_of(a), **({"model": a.name} if a.name else {})}
     with Progress(rounds=0 if a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare_script(a.script, a.script_args, backends=others, rounds=a.rounds, observer=progress,
@@ -78,8 +76,9 @@ def _show_comparison(a: argparse.Namespace, cmp: Any) -> int:
                 else:
                     write_file(path, flag, cmp.to_json())
             except ValueError as exc:   # the jobs are measured and stored: say how to get the file later
-                raise ValueError(f"{exc}; the comparison is stored: tcbench report {cmp.comparison_id} "
-                                 "--out PATH writes its report") from None
+                later = (f"tcbench report {cmp.comparison_id} --out PATH writes its report" if flag == "--report" else
+                         f"tcbench show {cmp.comparison_id} --json > PATH writes its JSON")
+                raise ValueError(f"{exc}; the comparison is stored: {later}") from None
             print(f"{flag.lstrip('-')} written to {path}")
     return 0 if all(r.ok for r in cmp.results) else 1
 

@@ -243,6 +243,9 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     prof = get_profile(profile)
     budget = float(memory_budget_gb) if memory_budget_gb is not None else prof.memory_budget_gb
     names = _check_args(backends, probe_steps, memory_budget_gb)
+    from tcbench.tuning.storage import check_study_name
+
+    check_study_name(study_name)
     spec = preflight(spec)   # once, before the search is stored or any probe starts
     start = spec.batch_size if start is None else start
     search_max_batch(lambda b: (True, {}), start, max_batch, threading.Event(), multiple_of)  # validates only

@@ -65,7 +65,7 @@ from tcbench.runner.session import comparison_session
 from tcbench.core.spec import JobSpec
 from tcbench.store.api import Store
 from tcbench.tuning.result import FINALIST_COLUMNS, RetunePlan, RetuneResult, build_result
-from tcbench.tuning.storage import heartbeat_on, open_storage
+from tcbench.tuning.storage import check_study_name, heartbeat_on, open_storage
 from tcbench.tuning.study import (PRUNERS, SAMPLERS, StudyContext, full_trials, make_pruner, make_sampler,  # noqa: F401
                                   min_resource, objective, prepare_study, prune_until, sampler_name, study_id,
                                   trial_spec, trials_frame)
@@ -220,6 +220,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     spec = one_process(spec)
     base = spec.steps if steps is None else steps
     _check(spec, new_batch_size, n_trials, search_factor, eval_batches, base, seeds, finalists)
+    check_study_name(study_name)
     _check_choices(budget, sampler, n_trials, pruner, optimizer)
     trial_steps = base if budget == "equal_steps" else max(2, round(base * spec.batch_size / new_batch_size))
     spec = preflight(spec)   # once, before the study is created or any trial starts

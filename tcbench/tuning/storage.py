@@ -109,6 +109,15 @@ def _retryable(exc: BaseException) -> bool:
     return transient(exc) or isinstance(exc, sqlalchemy.exc.IntegrityError)
 
 
+def check_study_name(name: Any) -> None:
+    """A study's name: None (named from the settings) or a non-empty text; anything else is a SpecError before a store
+    or a study is opened."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise SpecError("study_name", name, "None (named from the settings) or a non-empty name",
+                        f"study_name={name!r} is not allowed; allowed: None (named from the settings) or a non-empty "
+                        "name")
+
+
 def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
     """(the Optuna storage, or None for in memory; how to show it, password masked). Raises SpecError.
 
