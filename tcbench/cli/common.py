@@ -156,6 +156,35 @@ def job_spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
     return JobSpec(backend=backend, **job_fields_of(a))
 
 
+INDUCTOR_ONLY = ("compile_mode", "compile_scope", "compile_optimizer", "cpp_wrapper")
+
+
+def check_compiler_options(a: argparse.Namespace, backends: Sequence[str]) -> None:
+    """An Inductor setting given where no job runs Inductor (``run --backend eager --cpp-wrapper``) would be silently
+    ignored: it is a named error instead, before any job starts."""
+    if "inductor" in backends:
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(JobSpec)}
+    fields = job_fields_of(a)
+    given = [name for name in INDUCTOR_ONLY if name in fields and fields[name] != defaults[name]]
+    if fields.get("cache") == "artifacts":
+        given.append("cache")
+    if given:
+        words = option_words_of(a)
+
+        def shown(name: str) -> str:
+            flag, value = words.get(name, "--" + name.replace("_", "-")), fields[name]
+            base = flag[5:] if flag.startswith("--no-") else flag[2:]
+            return f"--{base}" if value is True else f"--no-{base}" if value is False else f"{flag} {value}"
+        what = "an Inductor setting" if len(given) == 1 else "Inductor settings"
+        raise ValueError(f"{', '.join(map(shown, given))}: {what}, and no job here runs Inductor (backends: "
+                         f"{', '.join(backends)}); allowed: the inductor backend, or leave them out")
+
+
+def option_words_of(a: argparse.Namespace) -> dict[str, str]:
+    return getattr(a, "cli_words", {}) or {}
+
+
 def add_report_options(p: argparse.ArgumentParser, title: str = OUTPUT) -> None:
     """``--cdn`` / ``--self-contained``: where the HTML report's plotly.js comes from (``plotlyjs_of``)."""
     g = group(p, title).add_mutually_exclusive_group()

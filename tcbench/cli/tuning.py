@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from tcbench.cli.common import (COMPILER, GROUPS, MULTI_NODE, add_job_options, backend_list, command, job_spec,
@@ -116,6 +117,8 @@ def cmd_tune_compile(a: argparse.Namespace) -> int:
 def space_of(given: list[tuple[str, list]] | None) -> dict[str, list] | None:
     """The ``--space`` options as tune_compile's ``space``; a field given twice is refused (its choices go in one
     option), never silently the last."""
+    from tcbench.tuning.compile_space import narrow
+
     out: dict[str, list] = {}
     for name, choices in given or []:
         if name in out:
@@ -124,6 +127,10 @@ def space_of(given: list[tuple[str, list]] | None) -> dict[str, list] | None:
                              f"{','.join(map(str, choices))}); allowed: each field once, its choices together: "
                              f"--space {name}={both}")
         out[name] = choices
+    try:
+        narrow({}, out)
+    except ValueError as exc:   # space['precision'] contains 'fp8' → --space precision contains 'fp8'
+        raise ValueError(re.sub(r"space\[('?)(\w+)\1\]", r"--space \2", str(exc))) from None
     return out or None
 
 
