@@ -11,6 +11,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Compile caches (Inductor, XLA) are shared across tests and across runs: cold compiles are slow here.
 os.environ.setdefault("TCBENCH_HOME", str(ROOT / ".tcbench-test-home"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The suite's comparisons fork every round from one launcher per environment (TCBENCH_LAUNCHER=shared): a launcher of
+# its own per round, the default, costs a comparison here ~10 s of imports, minutes over the suite. The default is
+# tested in tests/runner/test_launcher.py (and every test that deletes the variable).
+os.environ.setdefault("TCBENCH_LAUNCHER", "shared")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -19,7 +19,7 @@ from tcbench.comparison import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS
 from tcbench.view.format import fmt_ratio, fmt_ratio_range
 from tcbench.cli import history, parallel, tuning
 from tcbench.cli.common import (MEASUREMENT, MULTI_NODE, OUTPUT, Formatter, add_job_options, add_report_options,
-                                backend_list, check_writable, cli_words, command, group, job_fields_of, job_spec,
+                                backend_list, check_compiler_options, check_writable, cli_words, command, group, job_fields_of, job_spec,
                                 option_words, plotlyjs_of, print_table, write_file)
 from tcbench.cli.progress import Progress
 from tcbench.cli.tables import RUN_COLUMNS, people, print_comparison
@@ -47,8 +47,8 @@ def cmd_compare(a: argparse.Namespace) -> int:
     import tcbench as tc
 
     others = _compared(backend_list(a.backends))
-    check_writable(a.report, "--report")
-    check_writable(a.json, "--json")
+    check_compiler_options(a, others)
+    check_writable(("--report", a.report), ("--json", a.json))
     with Progress(rounds=0 if a.rounds is None or a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare(job_spec(a, "eager"), backends=others, rounds=a.rounds, resolve=a.resolve,
                          budget_s=a.budget_s, max_rounds=a.max_rounds, observer=progress)
@@ -59,8 +59,7 @@ def cmd_compare_script(a: argparse.Namespace) -> int:
     import tcbench as tc
 
     others = _compared(backend_list(a.backends))
-    check_writable(a.report, "--report")
-    check_writable(a.json, "--json")
+    check_writable(("--report", a.report), ("--json", a.json))
     fields = {**job_fields_of(a), **({"model": a.name} if a.name else {})}
     with Progress(rounds=0 if a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare_script(a.script, a.script_args, backends=others, rounds=a.rounds, observer=progress,
@@ -78,8 +77,9 @@ def _show_comparison(a: argparse.Namespace, cmp: Any) -> int:
                 else:
                     write_file(path, flag, cmp.to_json())
             except ValueError as exc:   # the jobs are measured and stored: say how to get the file later
-                raise ValueError(f"{exc}; the comparison is stored: tcbench report {cmp.comparison_id} "
-                                 "--out PATH writes its report") from None
+                later = (f"tcbench report {cmp.comparison_id} --out PATH writes its report" if flag == "--report" else
+                         f"tcbench show {cmp.comparison_id} --json > PATH writes its JSON")
+                raise ValueError(f"{exc}; the comparison is stored: {later}") from None
             print(f"{flag.lstrip('-')} written to {path}")
     return 0 if all(r.ok for r in cmp.results) else 1
 
@@ -95,6 +95,7 @@ def noise_floor_line(nf: Any) -> str:
 def cmd_noise_floor(a: argparse.Namespace) -> int:
     import tcbench as tc
 
+    check_compiler_options(a, [a.backend])
     with Progress(rounds=a.rounds) as progress:
         nf = tc.noise_floor(job_spec(a, a.backend), rounds=a.rounds, observer=progress)
     print_comparison(nf.comparison)
@@ -105,6 +106,7 @@ def cmd_noise_floor(a: argparse.Namespace) -> int:
 def cmd_run(a: argparse.Namespace) -> int:
     import tcbench as tc
 
+    check_compiler_options(a, [a.backend])
     with Progress() as progress:
         r = tc.run(job_spec(a, a.backend), observer=progress)
     print_table(people([r.summary_row()], RUN_COLUMNS))

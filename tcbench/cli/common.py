@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import shutil
 import sys
@@ -155,6 +156,35 @@ def job_spec(a: argparse.Namespace, backend: str = "eager") -> JobSpec:
     return JobSpec(backend=backend, **job_fields_of(a))
 
 
+INDUCTOR_ONLY = ("compile_mode", "compile_scope", "compile_optimizer", "cpp_wrapper")
+
+
+def check_compiler_options(a: argparse.Namespace, backends: Sequence[str]) -> None:
+    """An Inductor setting given where no job runs Inductor (``run --backend eager --cpp-wrapper``) would be silently
+    ignored: it is a named error instead, before any job starts."""
+    if "inductor" in backends:
+        return
+    defaults = {f.name: f.default for f in dataclasses.fields(JobSpec)}
+    fields = job_fields_of(a)
+    given = [name for name in INDUCTOR_ONLY if name in fields and fields[name] != defaults[name]]
+    if fields.get("cache") == "artifacts":
+        given.append("cache")
+    if given:
+        words = option_words_of(a)
+
+        def shown(name: str) -> str:
+            flag, value = words.get(name, "--" + name.replace("_", "-")), fields[name]
+            base = flag[5:] if flag.startswith("--no-") else flag[2:]
+            return f"--{base}" if value is True else f"--no-{base}" if value is False else f"{flag} {value}"
+        what = "an Inductor setting" if len(given) == 1 else "Inductor settings"
+        raise ValueError(f"{', '.join(map(shown, given))}: {what}, and no job here runs Inductor (backends: "
+                         f"{', '.join(backends)}); allowed: the inductor backend, or leave them out")
+
+
+def option_words_of(a: argparse.Namespace) -> dict[str, str]:
+    return getattr(a, "cli_words", {}) or {}
+
+
 def add_report_options(p: argparse.ArgumentParser, title: str = OUTPUT) -> None:
     """``--cdn`` / ``--self-contained``: where the HTML report's plotly.js comes from (``plotlyjs_of``)."""
     g = group(p, title).add_mutually_exclusive_group()
@@ -169,15 +199,52 @@ def plotlyjs_of(a: argparse.Namespace) -> str:
     return "cdn" if a.cdn else "inline" if a.self_contained else "directory"
 
 
-def check_writable(path: str | None, flag: str) -> None:
-    """Fail before a long run, not after it, when ``path``'s folder does not exist or is a file."""
-    if path is None:
-        return
-    p = Path(path).expanduser()
-    if p.is_dir():
-        raise ValueError(f"{flag} {path}: cannot write it (it is a folder)")
-    if not p.parent.is_dir():
-        raise ValueError(f"{flag} {path}: cannot write it (the folder {p.parent} does not exist)")
+def check_writable(*outputs: tuple[str, str | None]) -> None:
+    """Fail before a long run, not after it: each ``(flag, path)`` given must name a file tcbench can write (its
+    folder exists and is a folder, it is not a folder itself, the folder takes a new file or the file takes writing),
+    no two flags may name the same file (the second would overwrite the first) and none may name the store."""
+    from tcbench.store.api import default_path
+
+    store = default_path()
+    seen: dict[Path, str] = {store.resolve(): "the store (TCBENCH_DB)"} if isinstance(store, Path) else {}
+    for flag, path in outputs:
+        if path is None:
+            continue
+        p = Path(path).expanduser()
+        if not str(path).strip():
+            raise ValueError(f"{flag} {path!r}: cannot write it (an empty path)")
+        if p.is_dir():
+            raise ValueError(f"{flag} {path}: cannot write it (it is a folder)")
+        for parent in p.parents:
+            if parent.exists() and not parent.is_dir():
+                raise ValueError(f"{flag} {path}: cannot write it ({parent} is a file, not a folder)")
+        if not p.parent.is_dir():
+            raise ValueError(f"{flag} {path}: cannot write it (the folder {p.parent} does not exist)")
+        key = p.resolve()
+        if key in seen:
+            raise ValueError(f"{flag} {path}: cannot write it ({seen[key]} names the same file; give each its own)")
+        seen[key] = flag
+        why = _unwritable(p)
+        if why:
+            raise ValueError(f"{flag} {path}: cannot write it ({why})")
+
+
+def _unwritable(p: Path) -> str | None:
+    """Why ``p`` cannot be written, tried without changing anything of the user's: an existing file is opened for
+    appending (and left as it was), a new one is tried as a temporary file beside it (and removed)."""
+    import tempfile
+
+    try:
+        if p.exists():
+            with open(p, "ab"):
+                pass
+        else:
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tcbench-write-check-")
+            os.close(fd)
+            os.unlink(tmp)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def write_file(path: str, flag: str, text: str | None = None, report: Any = None, plotlyjs: str = "directory") -> None:

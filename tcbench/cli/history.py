@@ -107,7 +107,7 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    check_writable(a.out, "--out")
+    check_writable(("--out", a.out))
     write_file(a.out, "--out", report=_load(a.comparison_id), plotlyjs=plotlyjs_of(a))
     print(f"report written to {a.out}")
     return 0

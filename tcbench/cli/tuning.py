@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from tcbench.cli.common import (COMPILER, GROUPS, MULTI_NODE, add_job_options, backend_list, command, job_spec,
@@ -89,7 +90,7 @@ def cmd_tune_compile(a: argparse.Namespace) -> int:
 
     from tcbench.tuning.compile_search import tune_compile
 
-    res = tune_compile(job_spec(a, "eager"), budget_s=a.budget_s, n_trials=a.trials, space=dict(a.space or []) or None,
+    res = tune_compile(job_spec(a, "eager"), budget_s=a.budget_s, n_trials=a.trials, space=space_of(a.space),
                        storage=a.storage, study_name=a.study_name, sampler=a.sampler, pruner=a.pruner,
                        seed=a.sampler_seed, confirm=not a.no_confirm, confirm_budget_s=a.confirm_budget_s,
                        resolve=a.resolve, parity_rtol=a.parity_rtol, observer=None if a.json else _progress)
@@ -111,6 +112,26 @@ def cmd_tune_compile(a: argparse.Namespace) -> int:
         print(f"study {res.study_name!r} in {res.storage}: the same command resumes it (tcbench dashboard --storage "
               f"'{res.storage}' opens it{hint})")
     return 0 if res.best is not None else 1
+
+
+def space_of(given: list[tuple[str, list]] | None) -> dict[str, list] | None:
+    """The ``--space`` options as tune_compile's ``space``; a field given twice is refused (its choices go in one
+    option), never silently the last."""
+    from tcbench.tuning.compile_space import narrow
+
+    out: dict[str, list] = {}
+    for name, choices in given or []:
+        if name in out:
+            both = ",".join(map(str, out[name] + choices)).lower()
+            raise ValueError(f"--space {name} is given twice ({','.join(map(str, out[name]))} and "
+                             f"{','.join(map(str, choices))}); allowed: each field once, its choices together: "
+                             f"--space {name}={both}")
+        out[name] = choices
+    try:
+        narrow({}, out)
+    except ValueError as exc:   # space['precision'] contains 'fp8' → --space precision contains 'fp8'
+        raise ValueError(re.sub(r"space\[('?)(\w+)\1\]", r"--space \2", str(exc))) from None
+    return out or None
 
 
 def space_choice(text: str) -> tuple[str, list]:

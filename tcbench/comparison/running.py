@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Mapping, Sequence
 
 from tcbench.comparison.result import Comparison, NoiseFloor
-from tcbench.comparison.rounds import DEFAULT_ROUNDS, MAX_ROUNDS, rounds_rule
+from tcbench.comparison.rounds import DEFAULT_ROUNDS, MAX_ROUNDS, ROUNDS_CAP, rounds_rule
 from tcbench.comparison.stored import earlier_spreads
 from tcbench.core.results import AA, aa_label
 from tcbench.core.spec import BACKENDS, JobSpec
@@ -121,8 +121,8 @@ def _check(spec: JobSpec, backends: Sequence[str], rounds: Any) -> None:
     for b in backends:
         if b not in BACKENDS:
             raise ValueError(f"backends contains {b!r}; allowed: {', '.join(BACKENDS)}")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds={rounds!r} is not allowed; it must be a whole number >= 1")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= ROUNDS_CAP:
+        raise ValueError(f"rounds={rounds!r} is not allowed; it must be a whole number in 1..{ROUNDS_CAP}")
 
 
 def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int | None, kind: str,

@@ -134,6 +134,18 @@ def approx_params(name: str, size: str) -> int:
     return d["vocab"] * h + L * block
 
 
+def training_bytes_floor(name: str, size: str, seq_len: int, precision: str) -> tuple[int, int]:
+    """(fixed, per sample): a floor under the memory one training step of a catalog model takes, in bytes. Fixed: the
+    fp32 weights, their gradients and AdamW's two states (16 bytes a parameter; autocast keeps fp32 masters). Per
+    sample: each layer's input kept for the backward (two activations a token a layer, in the compute precision) and,
+    for a causal LM, the logits over the vocabulary in fp32. Attention, the feed-forward's inner activations and the
+    allocator's slack come on top: a batch whose floor exceeds the memory cannot fit; one under it may not either."""
+    d = dims(name, size)
+    act = 4 if precision == "fp32" else 2
+    per_token = 2 * d["layers"] * d["hidden"] * act + (4 * d["vocab"] if MODELS[name].task == "causal-lm" else 0)
+    return 16 * approx_params(name, size), per_token * seq_len
+
+
 def models_table() -> list[dict]:
     """One row per catalog model and size: name, family, task, size, layers, hidden, approx params."""
     rows = []

@@ -39,6 +39,7 @@ class SpecError(ValueError):
 
 
 SEED_MAX = 2**32 - 1   # numpy's and torch's seeds are unsigned 32-bit
+WEEK_S = 7 * 24 * 3600   # the longest any time limit may be (a job's stall_s and timeout_s, a comparison's budget_s)
 
 
 def allowed_text(values: Any) -> str:
@@ -256,8 +257,8 @@ class JobSpec:
         self._number("dropout", 0, 1, open_high=True, optional=True)
         self._number("threads", 1, whole=True, optional=True)
         self._number("memory_budget_gb", 0, open_low=True, optional=True)
-        self._number("stall_s", 0, open_low=True)
-        self._number("timeout_s", 0, open_low=True, optional=True)
+        self._number("stall_s", 0, WEEK_S, open_low=True)
+        self._number("timeout_s", 0, WEEK_S, open_low=True, optional=True)
         self._check_noise()
         self._check_parallel()
 

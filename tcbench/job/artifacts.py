@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import sys
+import time
 from typing import Any
 
 from tcbench.core.spec import JobSpec
@@ -75,20 +76,42 @@ def load(folder: str, fields: dict[str, Any]) -> str:
         with open(data_path, "rb") as f:
             data = f.read()
     except (OSError, ValueError) as exc:
-        return f"refused: the artifact for key {key} cannot be read ({type(exc).__name__}: {exc})"
+        return _refused(key, f"it cannot be read ({type(exc).__name__}: {exc})", data_path, head_path)
     want = json.loads(json.dumps(fields, default=str))   # as the header stores them
     stored = head.get("fields") if isinstance(head, dict) and isinstance(head.get("fields"), dict) else {}
     if not isinstance(head, dict) or head.get("key") != key or stored != want:
         differ = sorted(k for k in want if stored.get(k) != want[k]) or ["its key"]
-        return (f"refused: the artifact stored as {key} was made for key "
-                f"{head.get('key') if isinstance(head, dict) else '?'} (it differs in {', '.join(differ)})")
+        made = head.get("key") if isinstance(head, dict) else None
+        why = (f"its header was edited: the fields it names differ from its key's in {', '.join(differ)}"
+               if made == key else f"it was made for key {made or '?'} (it differs in {', '.join(differ)})")
+        return _refused(key, why, data_path, head_path)
     if head.get("bytes") != len(data) or head.get("sha256") != hashlib.sha256(data).hexdigest():
-        return f"refused: the artifact for key {key} is not the one its header describes (truncated or replaced)"
+        return _refused(key, "it is not the one its header describes (truncated or replaced)", data_path, head_path)
     try:
         info = torch.compiler.load_cache_artifacts(data)
     except Exception as exc:  # noqa: BLE001 - torch could not read them: the job compiles as if none were stored
-        return f"refused: torch could not load the artifact for key {key} ({type(exc).__name__}: {exc})"[:400]
+        return _refused(key, f"torch could not load it ({type(exc).__name__}: {str(exc)[:200]})", data_path,
+                        head_path)
     return f"loaded {key} ({_count(info)})"
+
+
+def _refused(key: str, why: str, *paths: str) -> str:
+    """A refused artifact, set aside (renamed ``<key>.rejected-<time>.*``: tcbench made it) so that no later job
+    refuses it again and this one's compile is kept in its place; what happened, in words."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    moved = []
+    for path in paths:
+        if os.path.exists(path):
+            root, ext = os.path.splitext(path)
+            try:
+                os.replace(path, f"{root}.rejected-{stamp}{ext}")
+                moved.append(f"{root}.rejected-{stamp}{ext}")
+            except OSError:
+                pass
+    where = (f"; set aside as {os.path.basename(moved[0]).rsplit('.', 1)[0]}.* in {os.path.dirname(moved[0])} "
+             "(delete it when done looking)" if moved else "; it could not be set aside: delete "
+             + " and ".join(paths))
+    return f"refused: the artifact stored for key {key}: {why}{where}"[:600]
 
 
 def save(folder: str, fields: dict[str, Any]) -> str:

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 MIN_EARLIER = 3             # earlier comparisons needed to test whether the speedup moves between comparisons
@@ -50,6 +49,8 @@ Interval = tuple[float | None, float | None, float | None]   # (point, low, high
 
 
 def _t(df: int) -> float:
+    from scipy import stats   # here, not at import: scipy.stats takes ~0.7 s, and a refused command needs none of it
+
     return float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df))
 
 
@@ -102,6 +103,8 @@ def heterogeneity(earlier: Sequence[Sequence[float]]) -> Heterogeneity | None:
         return None
     n0 = (n - sum(len(g) ** 2 for g in groups) / n) / (k - 1)   # the mean group size, unequal groups allowed
     f = msb / msw
+    from scipy import stats
+
     return Heterogeneity(tau=math.sqrt(max(0.0, (msb - msw) / n0)), f=f, p=float(stats.f.sf(f, k - 1, n - k)), k=k)
 
 

@@ -40,6 +40,34 @@ def _script(path: str) -> str:
     return full
 
 
+def _check_fits(spec: JobSpec, budget_gb: float | None) -> None:
+    """A catalog model's batch whose memory floor (``catalog.training_bytes_floor``) exceeds the memory it may use
+    (its budget, else this machine's: per device on a GPU, the host's on a CPU, shared by ``nproc`` processes) is a
+    SpecError naming the largest batch that might fit, before a process starts (a job would stall or fail minutes
+    later)."""
+    from tcbench.core.catalog import MODELS, training_bytes_floor
+    from tcbench.core.profiles import local_profile
+
+    if spec.script is not None or spec.model not in MODELS:
+        return
+    local = local_profile()
+    gib = budget_gb if budget_gb is not None else local.memory_budget_gb
+    share = spec.nproc if local.accelerator == "CPU" and budget_gb is None else 1
+    fixed, per_sample = training_bytes_floor(spec.model, spec.size, spec.seq_len, spec.precision)
+    need = fixed + per_sample * spec.batch_size
+    have = gib * 2**30 / share
+    if need <= have:
+        return
+    largest = max(int((have - fixed) // per_sample), 0)
+    where = (f"the memory budget of {gib:g} GiB" if budget_gb is not None else
+             f"this machine's {gib:g} GiB" + (f" shared by nproc={spec.nproc} processes" if share > 1 else ""))
+    allowed = (f"1..{largest} (the largest that might fit; tcbench max-batch finds the real one)" if largest else
+               "none: the model's weights and optimizer states alone do not fit")
+    raise SpecError("batch_size", spec.batch_size, allowed,
+                    f"batch_size={spec.batch_size} cannot fit {spec.model} ({spec.size}) at seq_len={spec.seq_len} in "
+                    f"{where}: one step needs at least {need / 2**30:,.1f} GiB; allowed: {allowed}")
+
+
 def check(spec: JobSpec) -> JobSpec:
     """``spec`` as a job will run it (``tc.preflight``): paths absolute, the profile's memory budget applied.
 
@@ -83,5 +111,6 @@ def check(spec: JobSpec) -> JobSpec:
         changes["script"] = _script(spec.script)
     if spec.memory_budget_gb is None and spec.profile != LOCAL:
         changes["memory_budget_gb"] = float(profile(spec.profile).memory_budget_gb)
+    _check_fits(spec, changes.get("memory_budget_gb", spec.memory_budget_gb))
     changes = {k: v for k, v in changes.items() if getattr(spec, k) != v}
     return spec.replace(**changes) if changes else spec

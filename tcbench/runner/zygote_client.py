@@ -101,8 +101,11 @@ def start_job(spec: JobSpec, argv: list[str], cwd: str, env: dict[str, str], msg
     """The job's process, in its own process group: forked by the launcher, else started as ``argv``. ``draw``: jobs
     of different draws never fork from the same launcher (None: any launcher of this environment)."""
     mode = os.environ.get(LAUNCHER_ENV, "fork")
+    if mode == "shared":   # every round from one launcher: faster, but the rounds then share its luck (its layout)
+        mode, draw = "fork", None
     if mode not in ("fork", "spawn"):
-        _note(log, f"{LAUNCHER_ENV}={mode!r} is neither 'fork' nor 'spawn'; this job starts as a new process")
+        _note(log, f"{LAUNCHER_ENV}={mode!r} is none of 'fork', 'shared' and 'spawn'; this job starts as a new "
+                   "process")
     elif mode == "fork" and forkable(spec):
         request = {"spec": spec.to_json(), "run_dir": str(run_dir), "cwd": cwd, "env": env}
         spare = None if draw is None else free_cpus(int(env.get("OMP_NUM_THREADS") or 0), spec.world_size)

@@ -135,8 +135,8 @@ class Store:
         if self.readonly:
             self._check_version()
             return
-        self._check_version()
-        self._db.migrate(TABLES, _KEYS, SCHEMA_VERSION)
+        if self._check_version() < SCHEMA_VERSION or create:   # a reader of a current store writes no schema
+            self._db.migrate(TABLES, _KEYS, SCHEMA_VERSION)
         self.merge_spool()
         self.reconcile()
 

@@ -39,6 +39,12 @@ class _Tx:
         return int(cur.lastrowid or 0)
 
 
+def _under_home(path: Path) -> bool:
+    from tcbench.host.paths import home
+
+    return home() == path.parent or home() in path.parents
+
+
 class SQLite(Database):
     """One SQLite file (WAL); one short connection per operation. ``create``: False refuses a missing file
     (``StoreMissing``) before any file or folder is made: only writing creates a store."""
@@ -59,13 +65,36 @@ class SQLite(Database):
         if (readonly or not self.create) and not self.path.is_file():
             raise StoreMissing(f"the store {self.path} does not exist (check TCBENCH_DB / TCBENCH_HOME); a command "
                                "that writes creates it: tcbench run or tcbench compare, tc.run() or tc.compare()")
+        if self.path.is_file():
+            self._check_ours()
         if readonly is None:
             if not self.path.parent.exists():
+                if not _under_home(self.path):   # a typo in TCBENCH_DB must not split a user's history in two
+                    raise StoreError(f"cannot create the store {self.path}: its folder {self.path.parent} does not "
+                                     "exist (create it, or check TCBENCH_DB for a typo); tcbench creates folders "
+                                     "only under TCBENCH_HOME")
                 private_dir(self.path.parent)
             readonly = self.path.exists() and not writable(self.path)
             if not readonly and not writable(self.path):
                 raise StoreError(f"cannot create the store {self.path}: its folder is not writable")
         return bool(readonly)
+
+    def _check_ours(self) -> None:
+        """Refuse, before anything is written, a file that is not a tcbench store: another program's SQLite database
+        (tables, none of them tcbench's ``runs``) or a file that is no SQLite database at all."""
+        try:
+            con = self._connect_readonly()
+            try:
+                tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+            finally:
+                con.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a tcbench store (it is not an SQLite database: {exc}); point "
+                             "TCBENCH_DB at a tcbench store or at a new file") from exc
+        if tables and "runs" not in tables:
+            shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(f"{self.path} is not a tcbench store (it holds other tables: {shown}); tcbench leaves it "
+                             "as it is: point TCBENCH_DB at a tcbench store or at a new file")
 
     def version(self, readonly: bool) -> int:
         con = self._connect(readonly=readonly)

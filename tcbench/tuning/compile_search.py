@@ -49,10 +49,11 @@ from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
 from tcbench.tuning.compile_result import CompileSearch, confirm_best
-from tcbench.tuning.compile_space import FIELDS, CompileConfig, bf16_supported, narrow, search_space, size_of
+from tcbench.tuning.compile_space import (FIELDS, CompileConfig, bf16_supported, first_in, narrow, search_space,
+                                          size_of)
 from tcbench.tuning.compile_trials import (PRUNERS, SAMPLERS, TRIAL_COLUMNS, best_config, open_study, search,
                                            trial_rows)
-from tcbench.tuning.storage import open_storage
+from tcbench.tuning.storage import check_study_name, open_storage
 
 
 def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = None,
@@ -74,14 +75,19 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
     ``{"type": "compile-trial", "number", "label", "status"}``.
     """
     _check(spec, budget_s, n_trials, sampler, pruner, confirm_budget_s, parity_rtol, resolve)
+    check_study_name(study_name)
+    if not confirm and confirm_budget_s is not None:
+        raise SpecError("confirm_budget_s", confirm_budget_s, "None with confirm=False (no confirmation runs)",
+                        f"confirm_budget_s={confirm_budget_s!r} is not allowed with confirm=False: no confirmation "
+                        "runs; allowed: None, or confirm=True")
+    if space is not None:
+        narrow({}, space)   # a bad field or choice is refused before any job starts
     from tcbench.runner.process import run
 
     started = time.monotonic()
     native_spec = preflight(dataclasses.replace(spec, backend="eager"))
     store = store or Store()
     backend_storage, url = open_storage(storage, store.url())   # a bad URL is a SpecError before any job starts
-    if space is not None:
-        narrow({}, space)   # a bad field or choice is refused before any job starts
     confirm_s = (budget_s / 3 if confirm_budget_s is None else confirm_budget_s) if confirm else 0.0
     notify = observer or (lambda e: None)
     name = study_name or (f"tune-compile-{native_spec.model}-{native_spec.size}-b{native_spec.batch_size}"
@@ -103,8 +109,8 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
         ctx = {"notify": notify, "stop": session.stop, "store": store, "comparison_id": session.comparison_id,
                "study": study}
         search_budget = budget_s - confirm_s - (time.monotonic() - started)
-        reason = search(study, full, default, native_spec, native, search_budget, n_trials, parity_rtol, seed,
-                        sampler == "grid", ctx)
+        reason = search(study, full, first_in(full, default), native_spec, native, search_budget, n_trials,
+                        parity_rtol, seed, sampler == "grid", ctx)
         trials = pd.DataFrame(trial_rows(study), columns=TRIAL_COLUMNS)
         result = CompileSearch(spec=native_spec, space=full, default=default, trials=trials, best=best_config(trials),
                                stop_reason=reason, study_name=name, storage=url,

@@ -85,6 +85,9 @@ def narrow(space: dict[str, tuple], wanted: Mapping[str, Sequence] | None) -> di
 
     valid = {"compile_mode": INDUCTOR_MODES, "compile_scope": COMPILE_SCOPES, "compile_optimizer": (True, False),
              "precision": PRECISIONS, "cpp_wrapper": (False, True)}
+    if wanted is not None and not isinstance(wanted, Mapping):
+        raise ValueError(f"space={wanted!r} is not allowed; it must be a mapping of fields to their choices, e.g. "
+                         "{'precision': ['bf16'], 'compile_mode': ['default', 'max-autotune-no-cudagraphs']}")
     out = dict(space)
     for name, choices in (wanted or {}).items():
         if name not in valid:
@@ -97,6 +100,13 @@ def narrow(space: dict[str, tuple], wanted: Mapping[str, Sequence] | None) -> di
                 raise ValueError(f"space[{name!r}] contains {c!r}; allowed: {', '.join(map(repr, valid[name]))}")
         out[name] = tuple(dict.fromkeys(choices))
     return out
+
+
+def first_in(space: Mapping[str, tuple], default: CompileConfig) -> CompileConfig:
+    """The configuration a search tries first: ``default`` where ``space`` holds it; in a narrowed space (``precision:
+    ["bf16"]`` leaves fp32 out) each field's default where the space holds it, else the field's first choice."""
+    return CompileConfig(**{name: value if value in space[name] else space[name][0]
+                            for name, value in dataclasses.asdict(default).items()})
 
 
 def size_of(space: Mapping[str, tuple]) -> int:

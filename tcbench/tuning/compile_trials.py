@@ -184,19 +184,20 @@ def _stop_reason(study: Any, space: dict, started: float, budget_s: float, n_tri
     return ""
 
 
-def search(study: Any, space: dict, default: CompileConfig, spec: JobSpec, native: Any, budget_s: float,
+def search(study: Any, space: dict, first: CompileConfig, spec: JobSpec, native: Any, budget_s: float,
             n_trials: int | None, rtol: float | None, seed: int, grid: bool, ctx: dict) -> str:
-    """Trials until the search's end; returns why it ended. ``grid``: every configuration is enqueued, the default
-    first and the rest in a random order (seeded)."""
+    """Trials until the search's end; returns why it ended. ``first``: the configuration tried first (the default
+    where the space holds it: ``first_in``); ``grid``: every configuration is enqueued, ``first`` first and the rest
+    in a random order (seeded)."""
     import optuna
     from optuna.trial import TrialState
 
     dists = {k: optuna.distributions.CategoricalDistribution(list(v)) for k, v in space.items()}
     rng = random.Random(seed)
     if not study.get_trials(deepcopy=False):
-        rest = [c for c in every_config(space) if c != default] if grid else []
+        rest = [c for c in every_config(space) if c != first] if grid else []
         rng.shuffle(rest)
-        for config in (default, *rest):
+        for config in (first, *rest):
             study.enqueue_trial(dataclasses.asdict(config), user_attrs={"label": config.label()})
     started, durations, streak = time.monotonic(), [], 0
     while True:

@@ -20,7 +20,7 @@ from tcbench.core.spec import SpecError
 from tcbench.host.requirements import DASHBOARD, pip_install
 from tcbench.store.api import Store
 from tcbench.store.postgres import mask
-from tcbench.tuning.storage import _sqlite_path, open_storage
+from tcbench.tuning.storage import ALLOWED, _sqlite_path, open_storage
 
 __all__ = ["Dashboard", "DashboardMissing", "INSTALL", "dashboard", "start_dashboard"]
 
@@ -138,7 +138,12 @@ def start_dashboard(storage: Any = "store", host: str = "127.0.0.1", port: int |
     app = _wsgi()
     store_url = Store(create=False).url() if storage == "store" else ""   # StoreMissing: it was never made
     _refuse_missing(storage)
-    optuna_storage, shown = open_storage(storage, store_url)
+    try:
+        optuna_storage, shown = open_storage(storage, store_url)
+    except SpecError as exc:   # in a dashboard's words: it shows stored studies, it never writes one
+        if exc.field != "storage":
+            raise
+        raise SpecError("storage", exc.value, SHOWN, str(exc).replace(ALLOWED, SHOWN)) from None
     owned = isinstance(storage, str)   # an engine opened here, closed when it stops (a storage given is the caller's)
     try:
         server = make_server(host, port or 0, app(optuna_storage), server_class=_Server, handler_class=_Quiet)

@@ -21,7 +21,8 @@ import pandas as pd
 
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
-from tcbench.core.spec import BACKENDS, JobSpec
+from tcbench.core.results import JobResult
+from tcbench.core.spec import BACKENDS, JobSpec, SpecError
 from tcbench.store.api import Store
 
 Probe = Callable[[int], "tuple[bool, dict]"]
@@ -243,6 +244,9 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     prof = get_profile(profile)
     budget = float(memory_budget_gb) if memory_budget_gb is not None else prof.memory_budget_gb
     names = _check_args(backends, probe_steps, memory_budget_gb)
+    from tcbench.tuning.storage import check_study_name
+
+    check_study_name(study_name)
     spec = preflight(spec)   # once, before the search is stored or any probe starts
     start = spec.batch_size if start is None else start
     search_max_batch(lambda b: (True, {}), start, max_batch, threading.Event(), multiple_of)  # validates only
@@ -260,8 +264,14 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     info = {"profile": prof.name, "budget_gb": budget, "study_name": out.study_name, "storage": shown}
 
     def job(backend: str, batch: int) -> Any:   # one probe job, a run of the search's comparison
-        return run(_probe_spec(spec, backend, batch, probe_steps, budget), observer, stop, store, out.comparison_id,
-                   len(out.probe_rows), f"{backend}@{batch}")
+        probe = _probe_spec(spec, backend, batch, probe_steps, budget)
+        try:
+            preflight(probe)
+        except SpecError as exc:   # above the memory floor (runner.preflight): it cannot fit, no job needed
+            if exc.field != "batch_size":
+                raise
+            return JobResult(spec=probe, status="oom", error=f"refused before a job: {exc}")
+        return run(probe, observer, stop, store, out.comparison_id, len(out.probe_rows), f"{backend}@{batch}")
 
     with comparison_session(store, "max_batch", spec, names, 1, info, stop) as session:
         out.comparison_id = session.comparison_id

@@ -62,10 +62,10 @@ import pandas as pd
 
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
-from tcbench.core.spec import JobSpec
+from tcbench.core.spec import JobSpec, SpecError
 from tcbench.store.api import Store
 from tcbench.tuning.result import FINALIST_COLUMNS, RetunePlan, RetuneResult, build_result
-from tcbench.tuning.storage import heartbeat_on, open_storage
+from tcbench.tuning.storage import check_study_name, heartbeat_on, open_storage
 from tcbench.tuning.study import (PRUNERS, SAMPLERS, StudyContext, full_trials, make_pruner, make_sampler,  # noqa: F401
                                   min_resource, objective, prepare_study, prune_until, sampler_name, study_id,
                                   trial_spec, trials_frame)
@@ -220,9 +220,18 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     spec = one_process(spec)
     base = spec.steps if steps is None else steps
     _check(spec, new_batch_size, n_trials, search_factor, eval_batches, base, seeds, finalists)
+    check_study_name(study_name)
     _check_choices(budget, sampler, n_trials, pruner, optimizer)
     trial_steps = base if budget == "equal_steps" else max(2, round(base * spec.batch_size / new_batch_size))
     spec = preflight(spec)   # once, before the study is created or any trial starts
+    try:   # the new batch must fit too
+        preflight(dataclasses.replace(spec, batch_size=new_batch_size, steps=trial_steps,
+                                      warmup_steps=min(spec.warmup_steps, trial_steps - 1)))
+    except SpecError as exc:
+        if exc.field != "batch_size":
+            raise
+        raise SpecError("new_batch_size", new_batch_size, exc.allowed,
+                        str(exc).replace(f"batch_size={new_batch_size}", f"new_batch_size={new_batch_size}")) from None
     report_every = report_every or max(1, trial_steps // 10)
     store = store or Store()
     extras = _check_extras(extra_lrs)

@@ -101,12 +101,32 @@ def _schema_lock(url: Any, kwargs: dict) -> Iterator[None]:
         engine.dispose()
 
 
+def _no_answer(exc: BaseException) -> bool:
+    """The connection failed before a server answered (refused, timed out, unknown host): no SQLSTATE came back.
+    Retrying hides that for half a minute; a server's own passing state (too many connections, starting up) has one."""
+    import sqlalchemy.exc
+
+    from tcbench.store.base import _sqlstate
+
+    return (isinstance(exc, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, OSError))
+            and _sqlstate(exc) is None)
+
+
 def _retryable(exc: BaseException) -> bool:
     """A database error worth another try when opening a storage: the server's state now (``store.base.transient``)
     or the catalog's unique violation of two sessions creating the same tables (where no lock serialises them)."""
     import sqlalchemy.exc
 
     return transient(exc) or isinstance(exc, sqlalchemy.exc.IntegrityError)
+
+
+def check_study_name(name: Any) -> None:
+    """A study's name: None (named from the settings) or a non-empty text; anything else is a SpecError before a store
+    or a study is opened."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise SpecError("study_name", name, "None (named from the settings) or a non-empty name",
+                        f"study_name={name!r} is not allowed; allowed: None (named from the settings) or a non-empty "
+                        "name")
 
 
 def open_storage(storage: Any, store_url: str) -> tuple[Any, str | None]:
@@ -182,6 +202,9 @@ def _open_rdb(text: str, url: Any, shown: str) -> Any:
             cause = mask(first_line(getattr(exc, "orig", None) or exc), url.password)
             if not _retryable(exc):   # the database answered, and not with a passing state: it cannot be used
                 raise _refuse(shown, f"the database{where} cannot be opened ({cause})") from None
+            if _no_answer(exc):   # no server there (or not yet): said at once, not after silent retries
+                raise StoreUnreachable(f"storage={shown!r}: the database{where} does not answer ({cause}); is its "
+                                       "server running, and is the URL right?") from None
             if attempt == TRIES:
                 hint = ("" if isinstance(exc, sqlalchemy.exc.IntegrityError)   # a catalog race, not the server
                         else "; is its server running, and is the URL right?")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import tcbench as tc
+from tcbench.store.api import StoreError
 from tcbench.cli.app import main
 from tcbench.store.api import Store, StoreMissing
 
@@ -65,6 +66,10 @@ def test_the_history_functions_name_a_missing_store_and_create_nothing(name, mis
 
 
 def test_only_writing_creates_the_store_then_reading_works(missing, capsys):
+    with pytest.raises(StoreError, match="its folder .*nonexistent does not exist"):
+        Store()   # a folder outside TCBENCH_HOME that is not there: a typo, never a second history
+    assert not missing.parent.exists()
+    missing.parent.mkdir()
     Store()   # what every command that runs jobs opens first
     assert missing.is_file()
     assert tc.runs().empty and Store(create=False).comparisons().empty

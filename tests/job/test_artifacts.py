@@ -55,7 +55,11 @@ def test_a_header_whose_fields_differ_is_refused_even_with_the_right_key(tmp_pat
     key = artifacts.key_of(FIELDS)
     _store(tmp_path, key, {**FIELDS, "seq_len": 32})
     told = artifacts.load(str(tmp_path), FIELDS)
-    assert told.startswith("refused:") and "seq_len" in told
+    assert told.startswith("refused:") and "its header was edited" in told and "seq_len" in told
+    assert f"made for key {key}" not in told   # never "made for" the very key it is stored under
+    # set aside, so the next job compiles and keeps its own instead of refusing the same file again
+    assert "set aside as" in told and artifacts.load(str(tmp_path), FIELDS) == f"none stored for key {key}"
+    assert sorted(p.suffix for p in tmp_path.glob(f"{key}.rejected-*")) == [".bin", ".json"]
 
 
 def test_a_truncated_or_replaced_artifact_is_refused(tmp_path):
@@ -63,6 +67,7 @@ def test_a_truncated_or_replaced_artifact_is_refused(tmp_path):
     _store(tmp_path, key, FIELDS)
     (tmp_path / f"{key}.bin").write_bytes(b"artifact")   # cut short after its header was written
     assert "truncated or replaced" in artifacts.load(str(tmp_path), FIELDS)
+    _store(tmp_path, key, FIELDS)
     (tmp_path / f"{key}.json").write_text("{not json")
     assert artifacts.load(str(tmp_path), FIELDS).startswith("refused:")
 
@@ -76,4 +81,4 @@ def test_bytes_torch_cannot_read_are_refused_and_the_job_goes_on(tmp_path, monke
     monkeypatch.setattr(torch.compiler, "load_cache_artifacts", broken)
     _store(tmp_path, artifacts.key_of(FIELDS), FIELDS)
     told = artifacts.load(str(tmp_path), FIELDS)
-    assert told.startswith("refused: torch could not load") and "not a cache artifact" in told
+    assert told.startswith("refused:") and "torch could not load it" in told and "not a cache artifact" in told

@@ -42,7 +42,7 @@ def launcher_fails(monkeypatch):
     asked = []
 
     def fork(request, fds, ready_s, draw=None, spare_cpus=None):
-        asked.append(request)
+        asked.append({**request, "draw": draw})
         raise zc.LaunchError("it could not import torch")
 
     monkeypatch.setattr(zc._LAUNCHER, "fork", fork)
@@ -65,11 +65,27 @@ def test_spawn_mode_and_ineligible_jobs_never_ask_the_launcher(spec, mode, tmp_p
     assert isinstance(proc, subprocess.Popen) and launcher_fails == [] and log == ""
 
 
+@pytest.mark.parametrize("mode, shared", [("fork", False), ("shared", True)])
+def test_shared_mode_forks_every_draw_from_one_launcher(mode, shared, tmp_path, launcher_fails, monkeypatch):
+    """``shared``: a round's draw is dropped, so every round forks from the one launcher of its environment."""
+    monkeypatch.setenv(zc.LAUNCHER_ENV, mode)
+    draw = object()
+    log_path = tmp_path / "worker.log"
+    read_fd, write_fd = os.pipe()
+    with open(log_path, "w") as log:
+        proc = zc.start_job(TINY, [sys.executable, "-c", "pass"], str(tmp_path), dict(os.environ), write_fd, log,
+                            tmp_path, draw=draw)
+    os.close(write_fd)
+    os.close(read_fd)
+    assert proc.wait(timeout=60) == 0 and len(launcher_fails) == 1
+    assert launcher_fails[0]["draw"] is (None if shared else draw)
+
+
 def test_an_unknown_launcher_mode_is_named_in_the_log_and_the_job_spawned(tmp_path, launcher_fails, monkeypatch):
     monkeypatch.setenv(zc.LAUNCHER_ENV, "forkserver")
     proc, log = _start(TINY, tmp_path)
     assert isinstance(proc, subprocess.Popen) and launcher_fails == []
-    assert "TCBENCH_LAUNCHER='forkserver' is neither 'fork' nor 'spawn'" in log
+    assert "TCBENCH_LAUNCHER='forkserver' is none of 'fork', 'shared' and 'spawn'" in log
 
 
 def test_the_launcher_is_keyed_on_the_import_time_environment_not_on_per_job_paths():

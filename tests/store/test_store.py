@@ -81,5 +81,9 @@ def test_a_store_opened_for_reading_must_exist_and_nothing_is_created(tmp_path, 
         open_it()
     assert "tcbench run" in str(err.value) and "\n" not in str(err.value)
     assert list(tmp_path.iterdir()) == []
-    Store(path).insert_run(JobSpec())   # writing creates it ...
+    with pytest.raises(StoreError, match="its folder .*nonexistent does not exist"):   # a typo never splits history
+        Store(path)
+    assert list(tmp_path.iterdir()) == []
+    path.parent.mkdir()
+    Store(path).insert_run(JobSpec())   # writing creates it in an existing folder ...
     assert len(open_it().runs()) == 1   # ... and then it opens for reading
