@@ -235,7 +235,11 @@ def test_unavailable_backend_is_reported(monkeypatch):
 
 
 def test_over_budget_is_oom_with_figures():
-    r = tc.run(dataclasses.replace(TINY, steps=6, memory_budget_gb=1e-6))
+    """A budget above the model's memory floor (0.01 GiB here: what preflight refuses below it) but under what the
+    job really takes (~0.05 GiB) ends the job as oom, with the figures it measured."""
+    with pytest.raises(tc.SpecError, match="the model's weights and optimizer states alone do not fit"):
+        tc.run(dataclasses.replace(TINY, steps=6, memory_budget_gb=1e-6))
+    r = tc.run(dataclasses.replace(TINY, steps=6, memory_budget_gb=0.02))
     assert r.status == "oom" and "exceeds the profile's budget" in r.error and "GiB" in r.error
 
 
