@@ -79,26 +79,34 @@ test: setup browser postgres
 test-fast: setup
 	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m "not integration and not browser and not notebook"
 
-# the newest torch and transformers (.venv-latest, no torch_xla: its tests skip, saying why): the unit tests, then the
-# integration tests of compile phases and caches, compare, track/tcbench.hf, max batch and retune, on compile caches
-# of its own. Left out there (they test tcbench's own process control, verdicts and bookkeeping, not torch; the main
-# suite runs them): stopping and killing jobs, A/A and parity verdicts, NaN, failed, over-budget and demo jobs, a
-# stalled script, a teammate's artifacts from the store. Measured 2026-11-26 on 2 cores, clean clone, no pip cache:
-# install 2.1 min, unit tests 3.6 min, integration 11.3 min (12.0 with the five deselected last).
+# the newest torch and transformers (.venv-latest, no torch_xla: its tests skip, saying why), on compile caches of its
+# own: the unit tests of the packages that touch torch, then one integration test each of what moves between torch
+# releases — compile phases and the FX/AOT caches, compile artifacts, compare with loss parity, track() and the
+# Trainer callback, max batch, retune. The whole selection (every unit test, five integration files) took 18 min on
+# 2 cores (2026-11-26: install 2.1, unit 3.6, integration 11.3); CI's 90 minutes, after the main suite's ~70, hold
+# this one (about 9): `make test-latest LATEST_FULL=1` runs the whole selection.
 TEST_HOME_LATEST ?= $(CURDIR)/.tcbench-test-home-latest
-LATEST_INTEGRATION := tests/job/test_inductor_phases.py tests/comparison/test_comparison.py tests/job/test_script.py \
-	tests/tuning/test_maxbatch.py tests/tuning/test_tuning.py
-LATEST_LEFT_OUT := $(addprefix --deselect tests/comparison/test_comparison.py::test_,\
+LATEST_UNIT := $(if $(LATEST_FULL),tests,tests/job tests/host tests/tuning tests/comparison tests/test_packaging.py)
+LATEST_INTEGRATION := $(if $(LATEST_FULL),tests/job/test_inductor_phases.py tests/comparison/test_comparison.py \
+	tests/job/test_script.py tests/tuning/test_maxbatch.py tests/tuning/test_tuning.py,\
+	tests/job/test_inductor_phases.py::test_an_inductor_job_reports_its_compile_phases_and_the_second_finds_them_cached \
+	tests/job/test_inductor_phases.py::test_a_job_on_an_empty_cache_loads_the_artifacts_of_its_key_and_compiles_no_new_graph \
+	tests/comparison/test_comparison.py::test_loss_parity_within_tolerance \
+	tests/job/test_script.py::test_the_plain_loop_example_through_compare_script \
+	tests/job/test_script.py::test_the_trainer_example_through_compare_script \
+	tests/tuning/test_maxbatch.py::test_real_search_boundary_under_budget \
+	tests/tuning/test_tuning.py::test_real_retune_rules_first_pruning_and_no_worse_than_linear)
+LATEST_LEFT_OUT := $(if $(LATEST_FULL),$(addprefix --deselect tests/comparison/test_comparison.py::test_,\
 	killed_worker_is_interrupted_and_keeps_steps keyboard_interrupt_in_the_caller_keeps_the_steps_and_leaves_no_worker \
 	stop_event_interrupts_within_two_seconds aa_is_judged_like_any_pair aa_under_load_is_never_a_confident_verdict \
 	parity_fails_when_the_compiled_job_cannot_learn parity_is_not_judged_when_nothing_learns \
 	nan_loss_is_diverged_and_stops_early failure_is_recorded_with_reason over_budget_is_oom_with_figures \
 	make_demo_learns) \
 	--deselect tests/job/test_script.py::test_a_script_that_stops_reporting_is_stopped_as_stalled \
-	--deselect tests/job/test_inductor_phases.py::test_a_teammate_without_the_artifacts_gets_them_from_the_store
+	--deselect tests/job/test_inductor_phases.py::test_a_teammate_without_the_artifacts_gets_them_from_the_store,)
 test-latest: setup-latest
 	TCBENCH_LATEST_LEG=1 TCBENCH_HOME=$(TEST_HOME_LATEST) $(PY_LATEST) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
-		-m "not integration and not browser and not notebook"
+		-m "not integration and not browser and not notebook" $(LATEST_UNIT)
 	TCBENCH_LATEST_LEG=1 TCBENCH_HOME=$(TEST_HOME_LATEST) $(PY_LATEST) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
 		-m "integration and not browser and not notebook" $(LATEST_INTEGRATION) $(LATEST_LEFT_OUT)
 

@@ -40,7 +40,7 @@ def _script(path: str) -> str:
     return full
 
 
-def _check_fits(spec: JobSpec, budget_gb: float | None) -> None:
+def check_fits(spec: JobSpec, budget_gb: float | None) -> None:
     """A catalog model's batch whose memory floor (``catalog.training_bytes_floor``) exceeds the memory it may use
     (its budget, else this machine's: per device on a GPU, the host's on a CPU, shared by ``nproc`` processes) is a
     SpecError naming the largest batch that might fit, before a process starts (a job would stall or fail minutes
@@ -111,6 +111,6 @@ def check(spec: JobSpec) -> JobSpec:
         changes["script"] = _script(spec.script)
     if spec.memory_budget_gb is None and spec.profile != LOCAL:
         changes["memory_budget_gb"] = float(profile(spec.profile).memory_budget_gb)
-    _check_fits(spec, changes.get("memory_budget_gb", spec.memory_budget_gb))
+    check_fits(spec, changes.get("memory_budget_gb", spec.memory_budget_gb))
     changes = {k: v for k, v in changes.items() if getattr(spec, k) != v}
     return spec.replace(**changes) if changes else spec

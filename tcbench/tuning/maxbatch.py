@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from tcbench.runner.preflight import check as preflight
+from tcbench.runner.preflight import check_fits
 from tcbench.runner.session import comparison_session
 from tcbench.core.results import JobResult
 from tcbench.core.spec import BACKENDS, JobSpec, SpecError
@@ -266,7 +267,7 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     def job(backend: str, batch: int) -> Any:   # one probe job, a run of the search's comparison
         probe = _probe_spec(spec, backend, batch, probe_steps, budget)
         try:
-            preflight(probe)
+            check_fits(probe, budget)
         except SpecError as exc:   # above the memory floor (runner.preflight): it cannot fit, no job needed
             if exc.field != "batch_size":
                 raise
