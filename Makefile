@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
 PYTEST_ARGS ?= --durations=25
 # TEST_WORKERS=2: two pytest workers (xdist, a file per worker, each its own store): 42 min then, against ~55 for one
-# (one process now: 1146 tests in about 50 min, measured 2026-11-26: every compare round now starts a launcher),
+# (one process now: 1234 tests in 58 min from a fresh clone, cold caches, measured 2026-11-26; setup 5 min more),
 # but a second worker's jobs disturb the timing tests beside them (an A/A comparison once came out "slower"), so the
 # default stays one process
 TEST_WORKERS ?= 1
