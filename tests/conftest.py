@@ -58,3 +58,15 @@ def pg_url():
     if why:
         pytest.skip(why)
     yield from server()
+
+
+@pytest.fixture
+def no_process(monkeypatch):
+    """Fail the test if a job process (or the peak-FLOPs probe before it) would start: for bad inputs, which must be
+    refused before either."""
+    from tcbench.runner import process as _runner
+
+    def started(*args, **kwargs):
+        raise AssertionError("a process was started for a bad input")
+    monkeypatch.setattr(_runner.subprocess, "Popen", started)
+    monkeypatch.setattr(_runner, "_probe", started)

@@ -225,15 +225,6 @@ def _fill(value, paths: dict[str, str]):
     return value
 
 
-@pytest.fixture
-def no_process(monkeypatch):
-    """Fail the test if a job process (or the peak-FLOPs probe before it) would start."""
-    def started(*args, **kwargs):
-        raise AssertionError("a process was started for a bad input")
-    monkeypatch.setattr(_runner.subprocess, "Popen", started)
-    monkeypatch.setattr(_runner, "_probe", started)
-
-
 @pytest.mark.parametrize("kwargs, field, needle",
                          [pytest.param(k, f, n, id=i) for i, k, _, f, n in CASES if k is not None])
 def test_the_api_refuses_by_name_before_any_process(kwargs, field, needle, paths, no_process, store):

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from tcbench.cli.app import main
-from tcbench.runner import process as _runner
 from tcbench.store.api import Store
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "train_loop.py")
@@ -127,14 +126,6 @@ def _fill(value: str, tmp: Path, db: Path) -> str:
 def _snapshot(folder: Path, skip: set[Path]) -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
             if p.is_file() and not any(p == s or p.name.startswith(s.name + "-") for s in skip)}
-
-
-@pytest.fixture
-def no_process(monkeypatch):
-    def started(*args, **kwargs):
-        raise AssertionError("a process was started for a bad input")
-    monkeypatch.setattr(_runner.subprocess, "Popen", started)
-    monkeypatch.setattr(_runner, "_probe", started)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c[0]) for c in CASES])

@@ -289,14 +289,6 @@ def test_how_a_script_that_ended_on_its_own_is_judged():
 
 
 # -- bad inputs: refused by name before any process ----------------------------------------------------------
-@pytest.fixture
-def no_process(monkeypatch):
-    def started(*args, **kwargs):
-        raise AssertionError("a process was started for a bad input")
-    monkeypatch.setattr(_runner.subprocess, "Popen", started)
-    monkeypatch.setattr(_runner, "_probe", started)
-
-
 @pytest.mark.parametrize("script, args, field, needle", [
     ("missing.py", (), "script", "does not exist"),
     ("README.md", (), "script", "Python script (.py)"),
