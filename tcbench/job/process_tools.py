@@ -229,3 +229,15 @@ def finish(chan: Channel, backend: Any, spec: JobSpec, run_dir: str, status: str
     noise = backend.noise_samples() if hasattr(backend, "noise_samples") else []
     chan.send(End(status=status, error=error, counters=counters, diagnostics=backend.diagnostics(),
                   noise=noise or None))
+
+
+def thread_names() -> list[str]:
+    """Each thread's name (``/proc/self/task/<tid>/comm``; "?" for one that ended meanwhile), this one first."""
+    names = []
+    for tid in sorted(os.listdir("/proc/self/task"), key=lambda t: t != str(os.getpid())):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            names.append("?")
+    return names

@@ -48,7 +48,7 @@ import sys
 import traceback
 from typing import NoReturn, Sequence
 
-from tcbench.job.process_tools import die_with_parent
+from tcbench.job.process_tools import die_with_parent, thread_names
 
 MAX_PACKET = 1 << 20
 RUN_DIR = "TCBENCH_RUN_DIR"
@@ -75,12 +75,15 @@ def receive(sock: socket.socket) -> tuple[dict | None, list[int]]:
 
 
 def launcher_environ(env: dict[str, str]) -> dict[str, str]:
-    """The launcher's environment: the jobs' own without their run folder; OpenBLAS without a thread pool unless
-    they ask for one (numpy's starts OMP_NUM_THREADS - 1 threads at import, and a fork needs one thread; torch
-    computes with its own BLAS, so a forked job's numpy keeps one thread); the run folder's slot last (a child
+    """The launcher's environment: the jobs' own without their run folder; two libraries without the threads they
+    start at import (a fork needs one thread), unless the jobs ask for them: OpenBLAS without a thread pool (numpy's
+    starts OMP_NUM_THREADS - 1 threads; torch computes with its own BLAS, so a forked job's numpy keeps one thread),
+    and pyarrow's jemalloc without its background purging thread (pandas imports pyarrow where it is installed: on
+    an H200 machine that thread alone kept every job from being forked); the run folder's slot last (a child
     overwrites the tail of the environment block, nothing after it)."""
     return {**{k: v for k, v in env.items() if k != RUN_DIR},
-            "OPENBLAS_NUM_THREADS": env.get("OPENBLAS_NUM_THREADS", "1"), RUN_DIR: "-" * RESERVE}
+            "OPENBLAS_NUM_THREADS": env.get("OPENBLAS_NUM_THREADS", "1"),
+            "JE_ARROW_MALLOC_CONF": env.get("JE_ARROW_MALLOC_CONF", "background_thread:false"), RUN_DIR: "-" * RESERVE}
 
 
 # -- the launcher ---------------------------------------------------------------------------------------------
@@ -127,16 +130,12 @@ def mapped_file_pages() -> list[tuple[int, int]]:
     return runs
 
 
-def thread_count() -> int:
-    return len(os.listdir("/proc/self/task"))
-
-
 def unsafe_state() -> str:
     """Why forking this process now would be unsafe ("" when it is not): more than one thread (an OpenMP pool, a
     library's worker), CUDA initialised, torch_xla imported (its PJRT client)."""
-    threads = thread_count()
-    if threads != 1:
-        return f"the launcher has {threads} threads; forking is only safe with one"
+    threads = thread_names()
+    if len(threads) != 1:
+        return f"the launcher has {len(threads)} threads ({', '.join(threads)}); forking is only safe with one"
     if "torch_xla" in sys.modules:
         return "the launcher imported torch_xla; its PJRT runtime does not survive a fork"
     torch = sys.modules.get("torch")

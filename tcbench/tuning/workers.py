@@ -36,6 +36,7 @@ from typing import Any, Callable
 from tcbench.core.spec import SpecError
 from tcbench.runner.session import comparison_session
 from tcbench.core.errors import first_line
+from tcbench.job.process_tools import thread_names
 from tcbench.store.postgres import mask
 from tcbench.tuning.storage import open_storage
 from tcbench.tuning.study import (BudgetedHalving, StudyContext, counts, make_pruner, make_sampler, min_resource,
@@ -121,17 +122,10 @@ def autograd_fork_problem() -> str:
     backward ("Unable to handle autograd's threading in combination with fork-based multiprocessing"). They start at
     the process's first backward if a device then counts: a GPU, or with torch 2.14 (not 2.9) the stand-in CUDA device
     that torch.compile's fake tensors set where there is none."""
-    names = []
     try:
-        tasks = os.listdir("/proc/self/task")
+        names = thread_names()
     except OSError:
         return ""
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/comm") as f:
-                names.append(f.read().strip())
-        except OSError:   # the thread ended meanwhile
-            continue
     n = sum(name.startswith("pt_autograd_") for name in names)
     return (f"torch's autograd engine runs {n} device threads in this process (it ran a backward after torch.compile "
             "or on a GPU), and autograd refuses to run in a process forked from it") if n else ""

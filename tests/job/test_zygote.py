@@ -107,6 +107,35 @@ def test_the_launchers_environment_keeps_the_run_folder_slot_last():
     assert list(env)[-1] == RUN_DIR and set(env[RUN_DIR]) == {"-"} and env["A"] == "1"
 
 
+def test_the_launcher_starts_without_the_threads_libraries_start_at_import_unless_the_jobs_ask():
+    # OpenBLAS's pool (numpy) and pyarrow's jemalloc purger (pandas imports pyarrow where installed: on an H200
+    # machine that thread alone kept every job from being forked)
+    env = launcher_environ({"A": "1"})
+    assert env["OPENBLAS_NUM_THREADS"] == "1" and env["JE_ARROW_MALLOC_CONF"] == "background_thread:false"
+    asked = launcher_environ({"OPENBLAS_NUM_THREADS": "4", "JE_ARROW_MALLOC_CONF": "narenas:2"})
+    assert asked["OPENBLAS_NUM_THREADS"] == "4" and asked["JE_ARROW_MALLOC_CONF"] == "narenas:2"
+
+
+def test_a_launcher_with_a_second_thread_refuses_to_fork_and_names_its_threads():
+    code = ("import ctypes, threading\n"
+            "from tcbench.job.zygote import unsafe_state\n"
+            "print(unsafe_state() or 'safe')\n"
+            "go = threading.Event()\n"
+            "def named():\n"
+            "    ctypes.CDLL(None).prctl(15, b'lib_bg_thd')   # PR_SET_NAME, as a library's thread names itself\n"
+            "    go.wait()\n"
+            "threading.Thread(target=named).start()\n"
+            "import time; time.sleep(0.2)\n"
+            "print(unsafe_state())\n"
+            "go.set()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=launcher_environ({**os.environ, "OMP_NUM_THREADS": "1"}))
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, after = out.stdout.strip().splitlines()
+    assert before == "safe"
+    assert after.startswith("the launcher has 2 threads (") and after.endswith(", lib_bg_thd); forking is only safe with one")
+
+
 def test_a_forked_child_becomes_the_job_and_dies_with_the_launchers_socket(launcher, tmp_path):
     sock, proc, env = launcher()
     pid, run_dir, log, read_fd = _request(sock, tmp_path, env, '{"model": "gpt2"}', full_pipe=True)
