@@ -15,6 +15,7 @@ import pandas as pd
 
 from tcbench.view import plots
 from tcbench.view import report
+from tcbench.core import events
 from tcbench.core.catalog import MODELS, SIZES, models_table
 from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor, compare, compare_configs,
                                 compare_script, latest_noise_floor, load_comparison, noise_floor)
@@ -68,7 +69,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 __all__ = [
     "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "JobExtras", "StepRecord", "html_table", "NATIVE", "Comparison", "NoiseFloor", "Store", "StoreError", "StoreMissing", "Profile",
-    "run", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
+    "run", "events", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
     "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",

@@ -189,24 +189,22 @@ class CompileTab:
         self.message.value = f"<p>Run tab set to {html.escape(best.label())} (inductor ticked).</p>"
 
     # -- progress (on the background thread) ---------------------------------------------------------
-    def _observe(self, event: dict) -> None:
-        """tune_compile's observer: a line per finished trial, then what runs now; a drawing error never stops
+    def _observe(self, event: Any) -> None:
+        """tune_compile's observer (``tc.events``): a line per finished trial, then what runs now; a drawing error never stops
         the search."""
         try:
-            kind = event.get("type")
-            if kind == "compile-trial":
-                line = f"Trial {event.get('number')} · {event.get('label')}"
-                if event.get("status") == "start":
-                    self._running, self._doing = line, "running"
-                else:
-                    self._lines.append(f"{line}: {event.get('status')}")
-                    self._running = None
-            elif kind == "start" and (self._confirming or self._lines and self._running is None):
+            if isinstance(event, tc.events.CompileTrialStarted):
+                self._running, self._doing = f"Trial {event.number} · {event.label}", "running"
+            elif isinstance(event, tc.events.CompileTrialEnded):
+                self._lines.append(f"Trial {event.number} · {event.label}: {event.status}")
+                self._running = None
+            elif isinstance(event, tc.events.JobStarted) and (self._confirming or self._lines and
+                                                              self._running is None):
                 self._confirming = True   # a job after the search's last trial: the confirmation's rounds
                 self._running, self._doing = (f"Confirming the fastest against the default and native: round "
-                                              f"{int(event.get('round') or 0) + 1}, {event.get('label')}"), "running"
-            elif kind == "phase" and self._running is not None:
-                self._doing = str(event.get("phase"))
+                                              f"{event.round + 1}, {event.label}"), "running"
+            elif isinstance(event, tc.events.PhaseChanged) and self._running is not None:
+                self._doing = event.phase
             else:
                 return
             lines = self._lines[-30:] + ([f"{self._running}: {self._doing} …"] if self._running else [])

@@ -263,22 +263,23 @@ class Workbench:
         return f"<span class='tcb-done'>Done in {took:.0f} s.</span>"
 
     # -- observer events (on the background thread) -------------------------------------------------
-    def _observe(self, event: dict) -> None:
-        """The compare observer; a drawing error never stops the jobs."""
-        handlers = {"start": self._on_start, "phase": self._on_phase, "compiler": self._on_compiler,
-                    "step": self._on_step, "end": self._on_end, "log": self._on_log}
+    def _observe(self, event: Any) -> None:
+        """The compare observer (``tc.events``); a drawing error never stops the jobs."""
+        handlers = {tc.events.JobStarted: self._on_start, tc.events.PhaseChanged: self._on_phase,
+                    tc.events.CompilerConfigured: self._on_compiler, tc.events.StepMeasured: self._on_step,
+                    tc.events.JobEnded: self._on_end, tc.events.LogLine: self._on_log}
         try:
-            handler = handlers.get(event.get("type", ""))
+            handler = handlers.get(type(event))
             if handler is not None:
-                handler(event, event.get("job", ""), event.get("label") or event.get("backend", ""))
+                handler(event, event.job, event.label or event.backend)
         except Exception as exc:  # noqa: BLE001
-            self._add_log("panel", f"could not show event {event.get('type')}: {type(exc).__name__}: {exc}")
+            self._add_log("panel", f"could not show event {type(event).__name__}: {type(exc).__name__}: {exc}")
 
-    def _on_start(self, event: dict, job: str, _label: str) -> None:
-        self._jobs[job] = (int(event.get("round") or 0), event["spec"])
-        budget_gb = event["spec"].memory_budget_gb
+    def _on_start(self, event: Any, job: str, _label: str) -> None:
+        self._jobs[job] = (event.round, event.spec)
+        budget_gb = event.spec.memory_budget_gb
         self.figures.set_budget(budget_gb * 1024 if budget_gb else None)
-        self.progress.start(job, event["spec"].steps)
+        self.progress.start(job, event.spec.steps)
 
     def _job_status(self, job: str, label: str, words: str) -> None:
         if self._bg.stopping:  # "Stopping…" stays until the work ends
@@ -290,18 +291,18 @@ class Workbench:
                              f"<span class='tcb-phase'>{html.escape(words)}</span>"
                              + (f" · {html.escape(compiler)}" if compiler else ""))
 
-    def _on_phase(self, event: dict, job: str, label: str) -> None:
-        phase = str(event.get("phase", ""))
-        self._job_status(job, label, _PHASES.get(phase, f"{phase}…"))
+    def _on_phase(self, event: Any, job: str, label: str) -> None:
+        self._job_status(job, label, _PHASES.get(event.phase, f"{event.phase}…"))
 
-    def _on_compiler(self, event: dict, job: str, label: str) -> None:
-        debug = "; debug report kept" if event.get("debug") else ""
-        self._compiler[job] = (f"compiler {event.get('backend')} configured (mode {event.get('mode')}, "
-                               f"{event.get('precision')}{debug})")
+    def _on_compiler(self, event: Any, job: str, label: str) -> None:
+        settings = event.settings
+        debug = "; debug report kept" if settings.debug else ""
+        self._compiler[job] = (f"compiler {settings.backend} configured (mode {settings.mode}, "
+                               f"{settings.precision}{debug})")
         self._job_status(job, label, "configuring…")
 
-    def _on_step(self, event: dict, job: str, label: str) -> None:
-        rec = event["record"]
+    def _on_step(self, event: Any, job: str, label: str) -> None:
+        rec = event.record
         self.progress.step(job, rec)
         rnd, spec = self._jobs.get(job, (0, None))
         if self._feed_figures and rnd == 0 and spec is not None:  # the curves show round 1; bars every round
@@ -310,15 +311,15 @@ class Workbench:
             self.figures.add_step(label, rec, batch, rnd)
             self.figures.flush()
 
-    def _on_end(self, event: dict, job: str, label: str) -> None:
-        result = event["result"]
+    def _on_end(self, event: Any, job: str, label: str) -> None:
+        result = event.result
         self.progress.end(job, result)
         if self._feed_figures:
             self.figures.set_result(label, result, result.spec.global_batch)
             self.figures.flush(force=True)
 
-    def _on_log(self, event: dict, job: str, _label: str) -> None:
-        self._add_log(job, str(event.get("line", "")))
+    def _on_log(self, event: Any, job: str, _label: str) -> None:
+        self._add_log(job, event.line)
 
     def _add_log(self, job: str, line: str) -> None:
         self._log = (self._log + [f"[{job}] {line}" if job else line])[-200:]

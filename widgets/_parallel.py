@@ -298,23 +298,25 @@ class ParallelTab:
         for child in old:
             child.close()
 
-    def _observe(self, event: dict) -> None:
-        """The jobs' events (on the background thread): progress rows and a status line; never raises."""
+    def _observe(self, event: Any) -> None:
+        """The jobs' events (``tc.events``, on the background thread): progress rows and a status line; never
+        raises."""
         try:
-            kind, job = event.get("type"), str(event.get("job", ""))
-            label = str(event.get("label") or event.get("backend", ""))
-            if kind == "start":
-                self._round[job] = int(event.get("round") or 0)
-                self._progress.start(job, event["spec"].steps)
-            elif kind == "phase" and not self._bg.stopping:
-                phase = str(event.get("phase", ""))
+            if not isinstance(event, tc.events.JobEvent):
+                return
+            job, label = event.job, event.label or event.backend
+            if isinstance(event, tc.events.JobStarted):
+                self._round[job] = event.round
+                self._progress.start(job, event.spec.steps)
+            elif isinstance(event, tc.events.PhaseChanged) and not self._bg.stopping:
+                phase = event.phase
                 self._out.value = (f"<b>{html.escape(label)}</b> · round {self._round.get(job, 0) + 1} of "
                                      f"{self._rounds} · <span class='tcb-phase'>"
                                      f"{html.escape(_PHASES.get(phase, phase + '…'))}</span>")
-            elif kind == "step":
-                self._progress.step(job, event["record"])
-            elif kind == "end":
-                self._progress.end(job, event["result"])
+            elif isinstance(event, tc.events.StepMeasured):
+                self._progress.step(job, event.record)
+            elif isinstance(event, tc.events.JobEnded):
+                self._progress.end(job, event.result)
         except Exception:  # noqa: BLE001 - drawing never stops the jobs
             pass
 

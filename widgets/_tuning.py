@@ -155,9 +155,9 @@ class TuningTab:
         self.message.value = f"<p>Probing batch sizes for {', '.join(backends)} …</p>"
         probes: list[str] = []
 
-        def observer(event: dict) -> None:
-            if event["type"] == "probe":
-                probes.append(f"{event['backend']} batch {event['batch_size']}: {'fits' if event['fits'] else event['status']}")
+        def observer(event: Any) -> None:
+            if isinstance(event, tc.events.BatchProbed):
+                probes.append(f"{event.backend} batch {event.batch_size}: {'fits' if event.fits else event.status}")
                 self.message.value = "<p>" + html.escape("; ".join(probes[-6:])) + "</p>"
 
         budget = self.budget.value if self.budget.value and self.budget.value > 0 else None
@@ -214,28 +214,28 @@ class TuningTab:
         points: dict[str, tuple[list, list]] = {k: ([], []) for k in _MARKS}
         lines: dict[str, float | None] = {"prediction": None}
 
-        def observer(event: dict) -> None:
-            if event["type"] == "prediction":
-                lines["prediction"] = event["lr"]
-                self._lines(spec, new_batch, event["lr"], clear=False)
-                self.message.value = f"<p>{html.escape(event['text'])}</p>"
+        def observer(event: Any) -> None:
+            if isinstance(event, tc.events.LrPredicted):
+                lines["prediction"] = event.lr
+                self._lines(spec, new_batch, event.lr, clear=False)
+                self.message.value = f"<p>{html.escape(event.text)}</p>"
                 return
-            if event["type"] == "finalist":
-                self.message.value = (f"<p>Finalist lr {event['lr']:.3g}, seed {event['seed']}: "
-                                      f"{html.escape(str(event['status']))}</p>")
+            if isinstance(event, tc.events.FinalistEnded):
+                self.message.value = (f"<p>Finalist lr {event.lr:.3g}, seed {event.seed}: "
+                                      f"{html.escape(event.status)}</p>")
                 return
-            if event["type"] != "trial":
+            if not isinstance(event, tc.events.TrialEnded):
                 return
-            state = "pruned" if event["pruned"] else "complete" if event["status"] == "ok" else "failed"
-            value = event.get("eval_loss")
+            state = "pruned" if event.pruned else "complete" if event.status == "ok" else "failed"
+            value = event.eval_loss
             xs, ys = points[state]
-            xs.append(event["lr"])
+            xs.append(event.lr)
             ys.append(value if value is not None and math.isfinite(value) else None)
             with self.fig.batch_update():
                 for i, key in enumerate(_MARKS):
                     self.fig.data[i].x, self.fig.data[i].y = points[key]
             self._lines(spec, new_batch, lines["prediction"], clear=False)
-            self.message.value = f"<p>Trial {event['number']}: lr {event['lr']:.3g} → {state}</p>"
+            self.message.value = f"<p>Trial {event.number}: lr {event.lr:.3g} → {state}</p>"
 
         self.message.value = f"<p>Retuning the learning rate for batch {new_batch} …</p>"
         self.show_study(None, None, "")

@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from tcbench.core.events import Event, JobEnded, JobEvent, JobStarted, LogLine, PhaseChanged, StepMeasured
+
 HEARTBEAT_S = 30.0   # plain mode: a line when a job has said nothing for this long
 _REFRESH_S = 1.0     # terminal mode: the bars' elapsed time ticks even while one step takes a minute
 
@@ -77,60 +79,67 @@ class Progress:
                 if job["bar"] is not None:
                     job["bar"].close()
 
-    def __call__(self, event: dict) -> None:
-        handler = getattr(self, "_on_" + str(event.get("type")), None)
+    def __call__(self, event: Event) -> None:
+        handler = self._handlers.get(type(event))
         if handler is not None:
             with self._lock:
-                handler(event)
+                handler(self, event)
 
     # -- events ----------------------------------------------------------------------------------------
-    def _on_start(self, event: dict) -> None:
-        name = event.get("label") or event["backend"]
+    def _on_start(self, event: JobEvent, rnd: int = 0, total: int | None = None) -> None:
+        """A job's bar; ``rnd`` and ``total`` from its JobStarted (another event before its start is still
+        shown, without them)."""
+        name = event.label or event.backend
         if self.rounds > 1:
-            name += f" round {event.get('round', 0) + 1}/{self.rounds}"
+            name += f" round {rnd + 1}/{self.rounds}"
         elif self.rounds == 0:   # adaptive rounds: their number is known at the end
-            name += f" round {event.get('round', 0) + 1}"
-        total = event["spec"].steps if event.get("spec") is not None else None
+            name += f" round {rnd + 1}"
         now = time.monotonic()
         job = dict(name=name, total=total, done=0, phase="starting", phase_t=now, phase_done=0, said_t=now, bar=None)
-        self.jobs[event["job"]] = job
+        self.jobs[event.job] = job
         if self.tty:
             job["bar"] = tqdm(total=total, desc=f"{name}: starting", unit="step", file=self.file, leave=False,
                               **_size(self.file))
         else:
-            self._say(job, f"starting (run {event.get('run_id')}, {total} steps)")
+            self._say(job, f"starting (run {event.run_id}, {total} steps)")
 
-    def _on_phase(self, event: dict) -> None:
+    def _on_started(self, event: JobStarted) -> None:
+        self._on_start(event, event.round, event.spec.steps)
+
+    def _on_phase(self, event: PhaseChanged) -> None:
         job = self._job(event)
-        job.update(phase=event["phase"], phase_t=time.monotonic(), phase_done=job["done"])
+        job.update(phase=event.phase, phase_t=time.monotonic(), phase_done=job["done"])
         if job["bar"] is not None:
-            job["bar"].set_description_str(f"{job['name']}: {event['phase']}")
+            job["bar"].set_description_str(f"{job['name']}: {event.phase}")
         else:
-            self._say(job, f"{event['phase']} (step {job['done']}/{job['total']})")
+            self._say(job, f"{event.phase} (step {job['done']}/{job['total']})")
 
-    def _on_step(self, event: dict) -> None:
-        job, rec = self._job(event), event["record"]
+    def _on_step(self, event: StepMeasured) -> None:
+        job, rec = self._job(event), event.record
         job["done"] = rec.step + 1
         if job["bar"] is not None:
             job["bar"].set_postfix_str(f"{rec.step_s * 1e3:,.1f} ms/step", refresh=False)
             job["bar"].update(job["done"] - job["bar"].n)
 
-    def _on_log(self, event: dict) -> None:
-        tqdm.write(str(event["line"]), file=sys.stdout)
+    def _on_log(self, event: LogLine) -> None:
+        tqdm.write(str(event.line), file=sys.stdout)
 
-    def _on_end(self, event: dict) -> None:
+    def _on_end(self, event: JobEnded) -> None:
         job = self._job(event)
         if job["bar"] is not None:
             job["bar"].close()
             job["bar"] = None
         job["phase"] = "ended"
-        self._say(job, end_line(event["result"]))
+        self._say(job, end_line(event.result))
+
+    _handlers = {JobStarted: _on_started, PhaseChanged: _on_phase, StepMeasured: _on_step, LogLine: _on_log,
+                 JobEnded: _on_end}
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def _job(self, event: dict) -> dict[str, Any]:
-        if event["job"] not in self.jobs:   # an event before its start: still shown
-            self._on_start({**event, "spec": None, "round": 0})
-        return self.jobs[event["job"]]
+    def _job(self, event: JobEvent) -> dict[str, Any]:
+        if event.job not in self.jobs:   # an event before its start: still shown
+            self._on_start(event)
+        return self.jobs[event.job]
 
     def _say(self, job: dict[str, Any], text: str) -> None:
         job["said_t"] = time.monotonic()

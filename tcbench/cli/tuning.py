@@ -10,23 +10,24 @@ import sys
 from tcbench.cli.common import (COMPILER, GROUPS, MULTI_NODE, add_job_options, backend_list, command, job_spec,
                                 print_table, whole_number)
 from tcbench.core.errors import StoreError
+from tcbench.core.events import BatchProbed, CompileTrialEnded, Event, LrPredicted, TrialEnded
 
 COMPILER_FIELDS = GROUPS[COMPILER]   # an eager job's: not offered where the job is always eager
 
 
-def _progress(event: dict) -> None:
-    if event["type"] == "probe":
-        mark = "fits" if event["fits"] else f"does not fit ({event['reason'][:120]})"
-        mem = "" if event["peak_mem_mb"] is None else f", peak {event['peak_mem_mb']:.0f} MiB"
-        print(f"[tcbench] {event['backend']} batch {event['batch_size']}: {mark}{mem}", flush=True)
-    elif event["type"] == "trial":
-        tail = "pruned" if event["pruned"] else event["status"]
-        loss = "" if event["eval_loss"] is None else f", held-out loss {event['eval_loss']:.4f}"
-        print(f"[tcbench] trial {event['number']} lr={event['lr']:.3g}: {tail}{loss}", flush=True)
-    elif event["type"] == "prediction":
-        print(f"[tcbench] prediction: {event['text']}", flush=True)
-    elif event["type"] == "compile-trial" and event["status"] != "start":
-        print(f"[tcbench] trial {event['number']} {event['label']}: {event['status']}", flush=True)
+def _progress(event: Event) -> None:
+    if isinstance(event, BatchProbed):
+        mark = "fits" if event.fits else f"does not fit ({event.reason[:120]})"
+        mem = "" if event.peak_mem_mb is None else f", peak {event.peak_mem_mb:.0f} MiB"
+        print(f"[tcbench] {event.backend} batch {event.batch_size}: {mark}{mem}", flush=True)
+    elif isinstance(event, TrialEnded):
+        tail = "pruned" if event.pruned else event.status
+        loss = "" if event.eval_loss is None else f", held-out loss {event.eval_loss:.4f}"
+        print(f"[tcbench] trial {event.number} lr={event.lr:.3g}: {tail}{loss}", flush=True)
+    elif isinstance(event, LrPredicted):
+        print(f"[tcbench] prediction: {event.text}", flush=True)
+    elif isinstance(event, CompileTrialEnded):
+        print(f"[tcbench] trial {event.number} {event.label}: {event.status}", flush=True)
 
 
 def _failed(exc: RuntimeError) -> int:

@@ -21,7 +21,8 @@ from tcbench.core.results import AA, aa_label
 from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.measure.interval import RoundsRule
 from tcbench.runner.preflight import check as preflight
-from tcbench.runner.process import Observer, run
+from tcbench.core.events import Observer
+from tcbench.runner.process import run
 from tcbench.runner.session import ComparisonSession, comparison_session
 from tcbench.store.api import Store
 

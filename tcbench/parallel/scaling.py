@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
+from tcbench.core.events import Observer
 from tcbench.comparison import median_of as med
 from tcbench.measure.interval import ratio_interval
 from tcbench.measure.metrics import fmt_ratio, loss_parity, steady
@@ -120,7 +121,7 @@ def _check(nprocs: Sequence[int], rounds: Any) -> tuple:
 
 
 def scaling(spec: JobSpec, nprocs: Sequence[int] = (1, 2), rounds: int = 3, parity: bool = True,
-            observer: Callable[[dict], None] | None = None, stop: threading.Event | None = None,
+            observer: Observer | None = None, stop: threading.Event | None = None,
             store: Store | None = None) -> ScalingResult:
     """Run ``spec`` at each process count in ``nprocs`` (``batch_size`` per process), ``rounds`` alternating
     rounds, and measure the scaling factor against the first count (see the module docstring). ``parity``: also

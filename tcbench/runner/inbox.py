@@ -1,29 +1,27 @@
 """What each of the job's messages (``tcbench.job.protocol``) changes in its JobResult, and what the caller's
-observer hears of it: one handler per message type. The job's own ``End`` is handed back to the runner, which
+observer hears of it (``tcbench.core.events``): one handler per message type. The job's own ``End`` is handed back to the runner, which
 decides how the job ended (``tcbench.runner.ending``)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Callable
 
+from tcbench.core.events import CompilerConfigured, JobEvent, LogLine, Observer, PhaseChanged, StepMeasured
 from tcbench.core.extras import RankEnd
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.job.protocol import (CompileTimes, Compiler, Counters, End, Eval, Log, Message, Meta, Parallel, Phase,
                                   Sched, Step)
 from tcbench.measure.job import standard_error
 
-Observer = Callable[[dict], None]
-Tell = Callable[..., None]   # tell(kind, **fields): an event for the observer, with the job's names
+Tell = Callable[..., None]   # tell(EventClass, **fields): an event for the observer, with the job's names
 
 
 def handle(msg: Message, result: JobResult, pending: list[StepRecord], notify: Observer, job: str) -> End | None:
     """Apply one message to ``result`` (a new step also goes to ``pending``, the steps on their way to the store);
     returns the job's own ``End``, None for anything else (another rank's ``End`` included)."""
-    base = {"job": job, "backend": result.spec.backend, "label": result.name, "run_id": result.run_id}
 
-    def tell(kind: str, **fields) -> None:
-        notify({"type": kind, **base, **fields})
+    def tell(kind: type[JobEvent], **fields) -> None:
+        notify(kind(job=job, backend=result.spec.backend, label=result.name, run_id=result.run_id, **fields))
 
     return HANDLERS[type(msg)](msg, result, pending, tell)
 
@@ -36,7 +34,7 @@ def _step(msg: Step, result: JobResult, pending: list, tell: Tell) -> None:
     pending.append(rec)
     if msg.allreduce_bytes is not None:   # data parallel: this step's gradient all-reduce (rank 0's view)
         result.extra.allreduce_steps.append([msg.step, msg.allreduce_bytes, msg.allreduce_s, msg.buckets])
-    tell("step", record=rec)
+    tell(StepMeasured, record=rec)
 
 
 def _parallel(msg: Parallel, result: JobResult, pending: list, tell: Tell) -> None:
@@ -52,12 +50,12 @@ def _meta(msg: Meta, result: JobResult, pending: list, tell: Tell) -> None:
 
 def _phase(msg: Phase, result: JobResult, pending: list, tell: Tell) -> None:
     result.extra.phase = msg.phase
-    tell("phase", phase=msg.phase)
+    tell(PhaseChanged, phase=msg.phase)
 
 
 def _compiler(msg: Compiler, result: JobResult, pending: list, tell: Tell) -> None:
     result.extra.compiler = msg.settings()
-    tell("compiler", **dataclasses.asdict(result.extra.compiler))
+    tell(CompilerConfigured, settings=result.extra.compiler)
 
 
 def _sched(msg: Sched, result: JobResult, pending: list, tell: Tell) -> None:
@@ -87,7 +85,7 @@ def _eval(msg: Eval, result: JobResult, pending: list, tell: Tell) -> None:
 
 
 def _log(msg: Log, result: JobResult, pending: list, tell: Tell) -> None:
-    tell("log", line=msg.line)
+    tell(LogLine, line=msg.line)
 
 
 def _end(msg: End, result: JobResult, pending: list, tell: Tell) -> End | None:

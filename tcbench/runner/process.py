@@ -43,10 +43,11 @@ from tcbench.job.protocol import End, Log, Step, decode
 from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_reference
 from tcbench.runner import artifacts as team_artifacts
 from tcbench.runner.ending import conclude
-from tcbench.runner.inbox import Observer, handle
+from tcbench.runner.inbox import handle
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.zygote_client import Forked, JobProcess, start_job
 from tcbench.host.probe import peak_flops
+from tcbench.core.events import JobEnded, JobStarted, Observer
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.host.paths import home, private_dir
@@ -278,8 +279,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
                                     dir=private_dir(home() / "runs", tighten=True)))
     result = JobResult(spec=spec, status="running", run_id=run_id, artifacts=str(run_dir), round=round, label=label,
                        env=job_env_info(_threads(spec)))
-    notify({"type": "start", "job": job, "backend": spec.backend, "label": result.name, "round": round,
-            "run_id": run_id, "spec": spec})
+    notify(JobStarted(job=job, backend=spec.backend, label=result.name, run_id=run_id, round=round, spec=spec))
     try:
         ok, reason = backend_status(spec.backend)
         why_not = backend_class(spec.backend).parallel_unavailable(spec)
@@ -303,8 +303,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     finally:
         result.env["load_end"] = load_now()
         writer.close(result)
-        notify({"type": "end", "job": job, "backend": spec.backend, "label": result.name, "run_id": run_id,
-                "result": result})
+        notify(JobEnded(job=job, backend=spec.backend, label=result.name, run_id=run_id, result=result))
     return result
 
 

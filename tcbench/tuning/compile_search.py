@@ -39,10 +39,11 @@ import dataclasses
 import socket
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from tcbench.core.events import Observer
 from tcbench.core.spec import JobSpec, SpecError, check_number
 from tcbench.measure.metrics import learned
 from tcbench.runner.preflight import check as preflight
@@ -60,7 +61,7 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
                  space: Mapping[str, Sequence] | None = None, storage: Any = None, study_name: str | None = None,
                  sampler: Any = "tpe", pruner: Any = "median", seed: int = 0, confirm: bool = True,
                  confirm_budget_s: float | None = None, resolve: float = 0.05, parity_rtol: float | None = None,
-                 observer: Callable[[dict], None] | None = None, stop: threading.Event | None = None,
+                 observer: Observer | None = None, stop: threading.Event | None = None,
                  store: Store | None = None) -> CompileSearch:
     """Search the fastest compiled configuration of ``spec`` that keeps loss parity (module docstring).
 

@@ -12,10 +12,11 @@ import statistics
 import threading
 import time
 import warnings
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
+from tcbench.core.events import CompileTrialEnded, CompileTrialStarted, Event, Observer, StepMeasured
 from tcbench.core.spec import JobSpec
 from tcbench.measure.metrics import loss_parity
 from tcbench.tuning.compile_space import FIELDS, CompileConfig, every_config, size_of
@@ -97,14 +98,14 @@ def _tried(study: Any) -> dict[CompileConfig, Any]:
     return out
 
 
-def _watch(trial: Any, spec: JobSpec, notify: Callable, own: threading.Event) -> Callable[[dict], None]:
+def _watch(trial: Any, spec: JobSpec, notify: Observer, own: threading.Event) -> Observer:
     """The job's observer: from the PRUNE_AFTER-th steady step on, its running median step (ms) is reported and the
     job is stopped when the pruner says so."""
     steps: list[float] = []
 
-    def observe(event: dict) -> None:
+    def observe(event: Event) -> None:
         notify(event)
-        rec = event.get("record") if event.get("type") == "step" else None
+        rec = event.record if isinstance(event, StepMeasured) else None
         if rec is None or rec.warmup or own.is_set():
             return
         steps.append(rec.step_s * 1e3)
@@ -229,11 +230,11 @@ def search(study: Any, space: dict, first: CompileConfig, spec: JobSpec, native:
             continue
         streak = 0
         t0 = time.monotonic()
-        ctx["notify"]({"type": "compile-trial", "number": trial.number, "label": config.label(), "status": "start"})
+        ctx["notify"](CompileTrialStarted(number=trial.number, label=config.label()))
         left = max(budget_s - (time.monotonic() - started), MIN_TRIAL_S)   # no trial runs far past the budget
         status = _measure(trial, config, spec, native, rtol, ctx, left)
         durations.append(time.monotonic() - t0)
-        ctx["notify"]({"type": "compile-trial", "number": trial.number, "label": config.label(), "status": status})
+        ctx["notify"](CompileTrialEnded(number=trial.number, label=config.label(), status=status))
         if status == "interrupted":
             return "stopped by the user"
 

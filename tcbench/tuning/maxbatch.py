@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from tcbench.core.events import BatchProbed, Observer
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.preflight import check_fits
 from tcbench.runner.session import comparison_session
@@ -283,7 +284,7 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
 
 
 def _search_backend(out: MaxBatchResult, backend: str, job: Callable[[str, int], Any], study: _ProbeStudy | None,
-                    notify: Callable[[dict], None], start: int, max_batch: int, multiple_of: int,
+                    notify: Observer, start: int, max_batch: int, multiple_of: int,
                     stop: threading.Event | None) -> None:
     """One backend's search: its probes (answered by ``study`` when it holds them) and figures, into ``out``."""
     from tcbench.runner.process import backend_status
@@ -302,7 +303,7 @@ def _search_backend(out: MaxBatchResult, backend: str, job: Callable[[str, int],
             if study is not None and row["status"] in ("ok", "oom"):   # a crash or a stop is tried again
                 study.add(row)
         out.probe_rows.append(row)
-        notify({"type": "probe", **row})
+        notify(BatchProbed(**row))
         return row["fits"], row
 
     best, made = search_max_batch(probe, start, max_batch, stop, multiple_of)

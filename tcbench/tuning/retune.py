@@ -60,6 +60,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from tcbench.core.events import FinalistEnded, LrPredicted, Observer
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.core.spec import JobSpec, SpecError
@@ -176,14 +177,13 @@ def _repeat(spec: JobSpec, study: Any, ctx: StudyContext, kept: dict, number: in
     hit = {"value": value, "run_id": res.run_id, "status": res.status}
     kept.setdefault(repr(lr), {})[str(seed)] = hit
     study.set_user_attr("finalists", kept)
-    ctx.observer({"type": "finalist", "number": number, "lr": lr, "seed": seed, "status": res.status,
-                  "eval_loss": value})
+    ctx.observer(FinalistEnded(number=number, lr=lr, seed=seed, status=res.status, eval_loss=value))
     return hit
 
 
 def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 12, storage: Any = None,
               study_name: str | None = None, sampler: Any = "auto", steps: int | None = None, eval_batches: int = 8,
-              search_factor: float = 4.0, observer: Callable[[dict], None] | None = None,
+              search_factor: float = 4.0, observer: Observer | None = None,
               stop: threading.Event | None = None, store: Store | None = None, seed: int = 0,
               pruner: Any = "halving", report_every: int | None = None,
               extra_lrs: Sequence[float] = (), budget: str = "equal_samples", noise: Any = True,
@@ -349,8 +349,7 @@ def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: S
         except RuntimeError as exc:
             return None, str(exc)
     p = predict(noise, spec.lr, spec.batch_size, new_batch, optimizer, processes)
-    notify({"type": "prediction", "lr": p.lr, "low": p.low, "high": p.high, "b_noise": noise.b_simple,
-            "text": p.describe()})
+    notify(LrPredicted(lr=p.lr, low=p.low, high=p.high, b_noise=noise.b_simple, text=p.describe()))
     return p, ""
 
 

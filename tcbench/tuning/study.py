@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from tcbench.core.events import Event, Observer, StepMeasured, TrialEnded
 from tcbench.core.extras import JobExtras
 from tcbench.core.spec import JobSpec
 from tcbench.tuning.storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons
@@ -45,7 +46,7 @@ class StudyContext:
     last_prune_step: int                  # no trial is pruned after this step (``prune_until``)
     store: Any                            # tcbench's Store: every trial is a run of the comparison below
     comparison_id: int | None
-    observer: Callable[[dict], None]
+    observer: Observer
     storage: Any                          # the Optuna storage the study lives in, as the caller opened it
     heartbeat: bool                       # the storage records heartbeats (``storage.heartbeat_on``)
     stop: Any = None                      # the user's stop event
@@ -235,7 +236,7 @@ def objective(spec: JobSpec, ctx: StudyContext) -> Callable:
     return run_trial
 
 
-def _watch(trial: Any, ctx: StudyContext, own: threading.Event) -> tuple[Callable[[dict], None], dict]:
+def _watch(trial: Any, ctx: StudyContext, own: threading.Event) -> tuple[Observer, dict]:
     """The job's observer: every ``report_every`` steps the window's mean training loss is reported, and the job
     is stopped (``own``) when the pruner says so; the step it was pruned at lands in the returned dict (``at``)."""
     from optuna.exceptions import UpdateFinishedTrialError
@@ -243,9 +244,9 @@ def _watch(trial: Any, ctx: StudyContext, own: threading.Event) -> tuple[Callabl
     window: list[float] = []
     pruned: dict = {"at": None}
 
-    def observe(event: dict) -> None:
+    def observe(event: Event) -> None:
         ctx.observer(event)
-        rec = event.get("record") if event.get("type") == "step" else None
+        rec = event.record if isinstance(event, StepMeasured) else None
         if rec is None or rec.loss is None or own.is_set():
             return
         window.append(rec.loss)
@@ -277,8 +278,8 @@ def _outcome(trial: Any, tid: int, lr: float, res: Any, pruned_at: int | None, c
                      ("reason", res.error[:300]), ("value_se", res.extra.eval_loss_se),
                      ("eval_losses", res.extra.eval_losses or None), ("learned", learned(res.extra))):
         trial.set_user_attr(key, val)
-    ctx.observer({"type": "trial", "number": trial.number, "lr": lr, "status": res.status,
-                  "pruned": pruned_at is not None, "eval_loss": res.extra.eval_loss})
+    ctx.observer(TrialEnded(number=trial.number, lr=lr, status=res.status, pruned=pruned_at is not None,
+                            eval_loss=res.extra.eval_loss))
     if pruned_at is not None:
         trial.set_user_attr("status", "pruned")
         why = ctx.storage.get_trial(tid).system_attrs.get(PRUNE_REASON_ATTR)

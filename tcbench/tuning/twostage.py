@@ -17,10 +17,11 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
+from tcbench.core.events import Observer
 from tcbench.tuning.maxbatch import MaxBatchResult, find_max_batch
 from tcbench.core.results import JobResult
 from tcbench.core.spec import JobSpec
@@ -118,7 +119,7 @@ def two_stage(spec: JobSpec, profile: str = "this-machine", backends: Sequence[s
               start: int | None = None, multiple_of: int = 1,
               tune_backend: str | None = None, tune_steps: int | None = None, eval_batches: int = 8,
               final_steps: int | None = None, storage: Any = None, seed: int = 0, smoothing: float = 0.1,
-              dataset_size: int = 100_000, observer: Callable[[dict], None] | None = None,
+              dataset_size: int = 100_000, observer: Observer | None = None,
               stop: threading.Event | None = None, store: Store | None = None) -> TwoStageResult:
     """Stage 1: batch per backend; stage 2: retuned lr for the compiled backend; then the paired run.
 

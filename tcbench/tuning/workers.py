@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from tcbench.core.events import Event, Observer
 from tcbench.core.spec import SpecError
 from tcbench.runner.session import comparison_session
 from tcbench.core.errors import first_line
@@ -183,7 +184,7 @@ def run_workers(study: Any, ctx: StudyContext, n_trials: int, n_workers: int, st
                            + "; ".join(failed))
 
 
-def _wait_for(procs: list, readers: list, stop: Any, user: Any, observer: Callable[[dict], None]) -> None:
+def _wait_for(procs: list, readers: list, stop: Any, user: Any, observer: Observer) -> None:
     """Wait for the workers, their events to ``observer`` as they come; the user's stop (or a KeyboardInterrupt
     here) sets theirs (``stop``)."""
     from multiprocessing.connection import wait
@@ -226,11 +227,11 @@ def _wait_for(procs: list, readers: list, stop: Any, user: Any, observer: Callab
         raise
 
 
-def _forward(conn: Any) -> Callable[[dict], None]:
+def _forward(conn: Any) -> Observer:
     """A worker's observer: each event to the caller (pickled first, so one that cannot be is dropped here)."""
     from multiprocessing.reduction import ForkingPickler
 
-    def send(event: dict) -> None:
+    def send(event: Event) -> None:
         try:
             data = ForkingPickler.dumps(event)
         except Exception:   # not picklable (a job built by a local function): not shown live
@@ -270,7 +271,7 @@ def _worker(i: int, storage: str, ctx: StudyContext, study_name: str, sampler: A
 
 
 def tune_worker(study_name: str, storage: str, n_workers: int = 1, store: Any = None,
-                observer: Callable[[dict], None] | None = None, stop: Any = None) -> Any:
+                observer: Observer | None = None, stop: Any = None) -> Any:
     """Join a retune study that ``retune_lr`` created on a PostgreSQL ``storage``: run its trials (here, in
     ``n_workers`` processes) until it holds its ``n_trials``. The job, the batch, the range, the sampler and the
     pruner come from the study; each trial's job is a run of this machine's store. Returns the study's trials

@@ -72,15 +72,15 @@ def _scripted(step_s: dict, status: dict | None = None, calls: list | None = Non
             for label in labels:
                 js = dataclasses.replace(spec, backend=standing_for(BACKENDS)[label])
                 base = dict(job=f"{label}#{rnd}", backend=js.backend, label=label, run_id=100 + rnd)
-                observer(dict(base, type="start", round=rnd, spec=js))
+                observer(tc.events.JobStarted(**base, round=rnd, spec=js))
                 for phase in ("loading", "compiling" if js.compiled else "warmup", "measuring", "eval"):
-                    observer(dict(base, type="phase", phase=phase))
-                observer(dict(base, type="log", line=f"[tcbench] job log of {label}"))
+                    observer(tc.events.PhaseChanged(**base, phase=phase))
+                observer(tc.events.LogLine(**base, line=f"[tcbench] job log of {label}"))
                 t = step_s[label][rnd] if isinstance(step_s[label], list) else step_s[label]
                 res = _job(js, label, rnd, t, (status or {}).get(label, "ok"))
                 for rec in res.records:
-                    observer(dict(base, type="step", record=rec))
-                observer(dict(base, type="end", result=res))
+                    observer(tc.events.StepMeasured(**base, record=rec))
+                observer(tc.events.JobEnded(**base, result=res))
                 cmp.results.append(res)
         return cmp
     return compare
@@ -249,8 +249,8 @@ def test_bad_backends_name_what_is_allowed(backends, what, capsys):
 def _events(job: str = "inductor#0", steps: int = 4):
     spec = tc.JobSpec(**{**SPEC, "steps": steps, "backend": "inductor"})
     base = dict(job=job, backend="inductor", label="inductor", run_id=1)
-    yield dict(base, type="start", round=0, spec=spec)
-    yield dict(base, type="phase", phase="compiling")
+    yield tc.events.JobStarted(**base, round=0, spec=spec)
+    yield tc.events.PhaseChanged(**base, phase="compiling")
 
 
 def test_terminal_bar_shows_phase_steps_and_eta(monkeypatch):
@@ -262,11 +262,12 @@ def test_terminal_bar_shows_phase_steps_and_eta(monkeypatch):
         for event in _events(steps=spec.steps):
             progress(event)
         for rec in res.records[:5]:
-            progress(dict(job="inductor#0", type="step", record=rec))
+            progress(tc.events.StepMeasured(job="inductor#0", backend="inductor", label="inductor", run_id=1,
+                                            record=rec))
         time.sleep(0.1)   # the ticker redraws the bar
         text = out.getvalue()
         assert "inductor: compiling" in text and "5/12" in text and "<" in text   # tqdm's "elapsed<ETA"
-        progress(dict(job="inductor#0", type="end", result=res))
+        progress(tc.events.JobEnded(job="inductor#0", backend="inductor", label="inductor", run_id=1, result=res))
     assert "[tcbench] inductor: ok — median step 50.0 ms" in out.getvalue()
 
 

@@ -134,7 +134,7 @@ def test_a_stored_report_shows_the_stored_environment(trio):
 def test_compiled_job_announces_itself_and_debug_report():
     lines = []
     spec = dataclasses.replace(TINY, backend="xla", steps=5, warmup_steps=2, debug=True)
-    r = tc.run(spec, observer=lambda e: lines.append(e.get("line", "")) if e["type"] == "log" else None)
+    r = tc.run(spec, observer=lambda e: lines.append(e.line) if isinstance(e, tc.events.LogLine) else None)
     assert r.ok, r.error
     assert any("Found configuration for compiler xla" in l for l in lines)
     assert any("debug mode" in l for l in lines)
@@ -154,8 +154,8 @@ def test_killed_worker_is_interrupted_and_keeps_steps():
     seen = []
 
     def observer(e):
-        if e["type"] == "step":
-            seen.append(e["record"])
+        if isinstance(e, tc.events.StepMeasured):
+            seen.append(e.record)
             if len(seen) == 4:
                 got.set()
 
@@ -189,7 +189,7 @@ def test_keyboard_interrupt_in_the_caller_keeps_the_steps_and_leaves_no_worker()
     import psutil
 
     def observer(e):
-        if e["type"] == "step" and e["record"].step == 3:
+        if isinstance(e, tc.events.StepMeasured) and e.record.step == 3:
             raise KeyboardInterrupt
 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
@@ -216,7 +216,7 @@ def test_stop_event_interrupts_within_two_seconds():
     holder = {}
 
     def observer(e):
-        if e["type"] == "step" and e["record"].step == 2:
+        if isinstance(e, tc.events.StepMeasured) and e.record.step == 2:
             holder["t_stop"] = time.monotonic()
             stop.set()
 
@@ -248,7 +248,7 @@ def test_failure_is_recorded_with_reason(tmp_path):
     data = tmp_path / "vanishing.csv"
     data.write_text("text,label\n" + "".join(f"words number {i},{i % 2}\n" for i in range(40)))
     r = tc.run(dataclasses.replace(TINY, dataset=str(data)),
-               observer=lambda e: data.unlink() if e["type"] == "start" else None)
+               observer=lambda e: data.unlink() if isinstance(e, tc.events.JobStarted) else None)
     assert r.status == "failed" and "vanishing.csv" in r.error, (r.status, r.error)
     assert tc.get_run(r.run_id).status == "failed"
 
@@ -299,12 +299,12 @@ def test_aa_under_load_is_never_a_confident_verdict():
     busy: list = []
 
     def observer(e):
-        if e["type"] == "start" and e["label"] == "eager (A/A)" and e["round"] == 0:
+        if isinstance(e, tc.events.JobStarted) and e.label == "eager (A/A)" and e.round == 0:
             # each in a session of its own, as the job is: with the kernel's autogroup scheduling, CPU time is
             # shared between sessions, so 3 busy processes in one session would take only one share
             busy.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
                         for _ in range(3))
-        elif e["type"] == "end" and busy:
+        elif isinstance(e, tc.events.JobEnded) and busy:
             for p in busy:
                 p.kill()
                 p.wait()

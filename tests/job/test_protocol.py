@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tcbench.core.extras import JobExtras
+from tcbench.core import events as ev
+from tcbench.core.extras import CompilerSettings, JobExtras
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.job import protocol
@@ -205,12 +206,13 @@ def test_the_runner_applies_each_message_to_the_result():
     assert JobExtras.from_dict(res.extra.to_dict()) == res.extra   # the typed extras, as the store reads them back
     base = {"job": "eager#0", "backend": "eager", "label": "eager", "run_id": 7}
     assert events == [
-        {"type": "log", **base, "line": EXAMPLES[0].line},
-        {"type": "phase", **base, "phase": "measuring"},
-        {"type": "compiler", **base, "backend": "inductor", "mode": "default", "precision": "fp32", "debug": False,
-         "scope": "model", "optimizer": True, "cpp_wrapper": False},
-        {"type": "step", **base, "record": res.records[0]},
-        {"type": "step", **base, "record": res.records[1]},
+        ev.LogLine(**base, line=EXAMPLES[0].line),
+        ev.PhaseChanged(**base, phase="measuring"),
+        ev.CompilerConfigured(**base, settings=CompilerSettings(backend="inductor", mode="default", precision="fp32",
+                                                                debug=False, scope="model", optimizer=True,
+                                                                cpp_wrapper=False)),
+        ev.StepMeasured(**base, record=res.records[0]),
+        ev.StepMeasured(**base, record=res.records[1]),
     ]
 
 

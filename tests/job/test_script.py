@@ -369,7 +369,7 @@ def test_the_trainer_example_through_compare_script():
     logs: list[tuple[str, str]] = []
     cmp = tc.compare_script(str(EXAMPLES / "hf_trainer.py"), ["--batch-size", "4"], backends=["inductor"], rounds=1,
                             steps=6, warmup_steps=2, threads=1,
-                            observer=lambda e: logs.append((e["label"], e["line"])) if e["type"] == "log" else None)
+                            observer=lambda e: logs.append((e.label, e.line)) if isinstance(e, tc.events.LogLine) else None)
     assert [r.status for r in cmp.results] == ["ok", "ok"], [r.error for r in cmp.results]
     assert [lab for lab, line in logs if "Found configuration for compiler" in line] == ["inductor"]
     s = cmp.summary()

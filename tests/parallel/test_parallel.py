@@ -238,8 +238,8 @@ def test_sigkill_of_the_launcher_leaves_no_rank(store):
     seen = threading.Event()
     box: dict = {}
 
-    def observer(event: dict) -> None:
-        if event["type"] == "step":
+    def observer(event: tc.events.Event) -> None:
+        if isinstance(event, tc.events.StepMeasured):
             seen.set()
 
     t = threading.Thread(target=lambda: box.update(res=tc.run(spec, observer=observer, store=store)))

@@ -178,7 +178,7 @@ def test_a_store_locked_longer_than_its_busy_timeout_loses_no_step(tmp_path, mon
     locker: dict = {}
 
     def observer(e):
-        if e["type"] == "step" and e["record"].step == 3 and "con" not in locker:
+        if isinstance(e, tc.events.StepMeasured) and e.record.step == 3 and "con" not in locker:
             con = locker["con"] = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
             con.execute("BEGIN IMMEDIATE")   # held until the job has ended
 
@@ -221,7 +221,7 @@ def test_a_full_disk_loses_no_step(tmp_path):
     with _tmpfs(tmp_path / "disk", "3m") as disk:
         store = Store(disk / "full.db")
         filled: list[Path] = []
-        observer = (lambda e: filled.append(_fill(disk)) if e["type"] == "step" and e["record"].step == 3
+        observer = (lambda e: filled.append(_fill(disk)) if isinstance(e, tc.events.StepMeasured) and e.record.step == 3
                     and not filled else None)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -278,8 +278,8 @@ def test_sigint_to_the_job_is_interrupted():
     store = Store()
 
     def observer(e):
-        if e["type"] == "step" and e["record"].step == 3:
-            os.kill(int(store.run_row(e["run_id"])["worker_pid"]), signal.SIGINT)
+        if isinstance(e, tc.events.StepMeasured) and e.record.step == 3:
+            os.kill(int(store.run_row(e.run_id)["worker_pid"]), signal.SIGINT)
 
     r = tc.run(TINY.replace(steps=400), observer, store=store)
     assert r.status == "interrupted" and "KeyboardInterrupt" in r.error
@@ -292,8 +292,8 @@ def test_a_stalled_job_is_stopped_and_keeps_its_steps():
     store = Store()
 
     def observer(e):
-        if e["type"] == "step" and e["record"].step == 3:
-            os.kill(int(store.run_row(e["run_id"])["worker_pid"]), signal.SIGSTOP)
+        if isinstance(e, tc.events.StepMeasured) and e.record.step == 3:
+            os.kill(int(store.run_row(e.run_id)["worker_pid"]), signal.SIGSTOP)
 
     r = tc.run(TINY.replace(steps=400, stall_s=30.0), observer, store=store)
     assert r.status == "interrupted" and r.error.startswith("stalled: no report for") and "while measuring" in r.error
@@ -363,7 +363,7 @@ def test_an_observer_that_raises_stops_the_job_and_keeps_its_steps():
     store = Store()
 
     def observer(e):
-        if e["type"] == "step" and e["record"].step == 3:
+        if isinstance(e, tc.events.StepMeasured) and e.record.step == 3:
             raise RuntimeError("a plotting callback broke")
 
     with pytest.raises(RuntimeError, match="plotting callback"):

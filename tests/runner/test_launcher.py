@@ -61,9 +61,9 @@ def _parents(store: Store) -> tuple[dict[int, tuple[int, int]], Callable[[dict],
     seen: dict[int, tuple[int, int]] = {}
 
     def observer(event: dict) -> None:
-        if event["type"] == "phase" and event["phase"] == "loading":
-            pid = int(store.run_row(event["run_id"])["worker_pid"])
-            seen[event["run_id"]] = (pid, psutil.Process(pid).ppid())
+        if isinstance(event, tc.events.PhaseChanged) and event.phase == "loading":
+            pid = int(store.run_row(event.run_id)["worker_pid"])
+            seen[event.run_id] = (pid, psutil.Process(pid).ppid())
 
     return seen, observer
 
@@ -140,7 +140,7 @@ def test_a_stopped_job_leaves_no_process_behind_and_the_launcher_serves_on():
 
     def observer(event: dict) -> None:
         noted(event)
-        if event["type"] == "step" and event["record"].step == 3:
+        if isinstance(event, tc.events.StepMeasured) and event.record.step == 3:
             stop.set()
 
     r = tc.run(TINY.replace(steps=100_000), observer, stop=stop, store=store)
@@ -158,8 +158,8 @@ def test_a_launcher_that_dies_takes_its_job_with_it_and_the_next_job_gets_a_new_
 
     def observer(event: dict) -> None:
         noted(event)
-        if event["type"] == "step" and event["record"].step == 3:
-            os.kill(seen[event["run_id"]][1], signal.SIGKILL)
+        if isinstance(event, tc.events.StepMeasured) and event.record.step == 3:
+            os.kill(seen[event.run_id][1], signal.SIGKILL)
 
     r = tc.run(TINY.replace(steps=100_000), observer, store=store)
     assert r.status == "interrupted" and "killed by SIGKILL" in r.error, (r.error, r.log_tail)
@@ -291,7 +291,7 @@ _FAILING = textwrap.dedent("""
     import tcbench as tc
 
     def observer(event):
-        if event["type"] == "step" and event["record"].step == 30:
+        if isinstance(event, tc.events.StepMeasured) and event.record.step == 30:
             raise RuntimeError("the observer failed")
 
     tc.compare(tc.JobSpec.from_json(sys.argv[1]), backends=["eager"], rounds=2, observer=observer)
@@ -318,9 +318,9 @@ def test_a_stopped_comparison_leaves_no_job_and_no_retired_launcher_behind():
     rounds: dict[int, int] = {}
 
     def watch(event: dict) -> None:
-        if event["type"] == "start":
-            rounds[event["run_id"]] = event["round"]
-        if event["type"] == "step" and rounds.get(event["run_id"]) == 1 and event["record"].step == 3:
+        if isinstance(event, tc.events.JobStarted):
+            rounds[event.run_id] = event.round
+        if isinstance(event, tc.events.StepMeasured) and rounds.get(event.run_id) == 1 and event.record.step == 3:
             stop.set()
         noted(event)
 

@@ -46,7 +46,7 @@ def fake_run(calls: list, drift_bf16: float = 0.0):
             rec = StepRecord(step=step, step_s=_step_ms(spec) * (1 + 0.01 * (step % 3 - 1)) / 1e3, samples_s=1.0,
                              tokens_s=1.0, mem_bytes=0, loss=loss, warmup=step < spec.warmup_steps)
             res.records.append(rec)
-            notify({"type": "step", "record": rec, "run_id": res.run_id})
+            notify(tc.events.StepMeasured(job="job", backend=spec.backend, label=spec.backend, run_id=res.run_id, record=rec))
         res.figures = job_figures(res.records, spec.batch_size, spec.warmup_steps)
         return res
     return run

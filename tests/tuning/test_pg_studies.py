@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import tcbench.tuning.storage as ts
+import tcbench as tc
 from tcbench import JobSpec
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import SpecError
@@ -62,7 +63,7 @@ def _fake_run(log: Path, kill_once: Path | None = None, overlap: bool = False):
             loss = 0.05 + (loss - 0.05) * (1 - rate)
             rec = StepRecord(step=step, step_s=0.01, samples_s=100.0, tokens_s=1e3, mem_bytes=0, loss=loss)
             res.records.append(rec)
-            notify({"type": "step", "record": rec, "run_id": res.run_id})
+            notify(tc.events.StepMeasured(job="job", backend=spec.backend, label=spec.backend, run_id=res.run_id, record=rec))
             time.sleep(0.01)
         res.extra.eval_loss = loss + 0.02
         return res
@@ -149,9 +150,10 @@ def test_three_workers_share_one_study_without_losing_or_repeating_a_trial(pg_ur
                     observer=lambda e: seen.append((os.getpid(), e)), **KW)
     trials = _study(pg_url, "three").get_trials()
     assert {pid for pid, _ in seen} == {os.getpid()}
-    assert sorted(e["number"] for _, e in seen if e["type"] == "trial") == sorted(t.number for t in trials)
-    steps = [e for _, e in seen if e["type"] == "step"]
-    assert len(steps) == 12 * SPEC.steps and all(isinstance(e["record"], StepRecord) for e in steps)
+    assert (sorted(e.number for _, e in seen if isinstance(e, tc.events.TrialEnded))
+            == sorted(t.number for t in trials))
+    steps = [e for _, e in seen if isinstance(e, tc.events.StepMeasured)]
+    assert len(steps) == 12 * SPEC.steps and all(isinstance(e.record, StepRecord) for e in steps)
     started = _started(jobs)
     assert len({pid for pid, _ in started}) >= 2 and os.getpid() not in {pid for pid, _ in started}
     labels = sorted(label for _, label in started)
@@ -272,7 +274,7 @@ def test_tune_worker_joins_a_study_from_another_terminal(pg_url, jobs, store, tm
 
     stop = threading.Event()
     first = retune_lr(SPEC, 32, n_trials=5, storage=pg_url, study_name="joined", store=store, stop=stop,
-                      observer=lambda e: e["type"] == "trial" and stop.set(), **KW)   # stops after one trial
+                      observer=lambda e: isinstance(e, tc.events.TrialEnded) and stop.set(), **KW)   # stops after one trial
     assert len(_counted(_study(pg_url, "joined").get_trials())) == 1
     monkeypatch.setenv("TCBENCH_DB", str(tmp_path / "worker.db"))
     url = _with_password(pg_url)

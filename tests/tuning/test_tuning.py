@@ -12,6 +12,7 @@ import math
 
 import pytest
 
+import tcbench as tc
 from tcbench import JobSpec
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.tuning.retune import retune_lr, rule_lrs
@@ -51,7 +52,7 @@ def _fake_run(calls: list, honour_stop: bool = True):
             loss = float("nan") if spec.lr > 0.015 and step >= 2 else 0.05 + (loss - 0.05) * (1 - rate)
             rec = StepRecord(step=step, step_s=0.01, samples_s=100.0, tokens_s=1e3, mem_bytes=0, loss=loss)
             res.records.append(rec)
-            notify({"type": "step", "record": rec, "run_id": res.run_id})
+            notify(tc.events.StepMeasured(job="job", backend=spec.backend, label=spec.backend, run_id=res.run_id, record=rec))
             if not math.isfinite(loss):
                 res.status, res.error = "diverged", f"loss became nan at step {step}"
                 return res
@@ -176,7 +177,7 @@ def test_finalists_are_trained_again_with_more_seeds_and_decide_the_best(monkeyp
     best = fin.loc[fin["mean"].idxmin()]
     assert res.best_lr == best.lr and res.best_value == pytest.approx(best["mean"])
     assert res.best_value == pytest.approx(sum(best["values"].values()) / 3) and res.best_se > 0
-    assert sum(e["type"] == "finalist" for e in events) == 4
+    assert sum(isinstance(e, tc.events.FinalistEnded) for e in events) == 4
     s = res.summary()
     assert set(s[s.lr.isin(list(fin.lr))].seeds) == {3} and "mean over 3 seeds" in res.describe()
     assert all(res.beats[n] is None or isinstance(res.beats[n], bool) for n in res.guesses)

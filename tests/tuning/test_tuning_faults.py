@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import tcbench.tuning.storage as ts
+import tcbench as tc
 from tcbench import JobSpec, Store
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import SpecError
@@ -65,7 +66,7 @@ def _fake_run(calls: list, interrupt_call: int | None = None):
             loss = 0.05 + (loss - 0.05) * (1 - rate)
             rec = StepRecord(step=step, step_s=0.01, samples_s=100.0, tokens_s=1e3, mem_bytes=0, loss=loss)
             res.records.append(rec)
-            notify({"type": "step", "record": rec, "run_id": res.run_id})
+            notify(tc.events.StepMeasured(job="job", backend=spec.backend, label=spec.backend, run_id=res.run_id, record=rec))
         res.extra.eval_loss = loss + 0.02
         return res
     return run
@@ -188,11 +189,11 @@ def test_a_trial_another_process_took_for_dead_is_left_to_it(fake, store, tmp_pa
     taken: list = []
     steps: dict = {}
 
-    def take_over_at_step_4(event: dict) -> None:
-        if event.get("type") != "step":
+    def take_over_at_step_4(event: tc.events.Event) -> None:
+        if not isinstance(event, tc.events.StepMeasured):
             return
-        steps[event["run_id"]] = steps.get(event["run_id"], 0) + 1
-        if event["record"].step == 4 and not taken:
+        steps[event.run_id] = steps.get(event.run_id, 0) + 1
+        if event.record.step == 4 and not taken:
             other = optuna.storages.RDBStorage(url, engine_kwargs=ENGINE)
             study = optuna.load_study(study_name="s", storage=other)
             (trial,) = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
@@ -218,8 +219,8 @@ def test_a_stopped_trial_does_not_count_and_its_rule_guess_runs_again(fake, stor
     url = f"sqlite:///{tmp_path / 'study.db'}"
     stop = threading.Event()
 
-    def stop_at_step_4(event: dict) -> None:
-        if event.get("type") == "step" and event["record"].step == 4:
+    def stop_at_step_4(event: tc.events.Event) -> None:
+        if isinstance(event, tc.events.StepMeasured) and event.record.step == 4:
             stop.set()
 
     kw = dict(storage=url, study_name="s", seed=0, pruner="none", store=store)

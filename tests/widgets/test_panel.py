@@ -19,6 +19,7 @@ import pytest
 
 import tcbench as tc
 from tcbench import Comparison, JobResult, StepRecord
+from tcbench.core.extras import CompilerSettings
 from tcbench.measure.interval import PILOT_ROUNDS, RoundsRule
 from tcbench.widgets import Workbench
 from tcbench.widgets._controls import MORE
@@ -54,11 +55,12 @@ def _figures(spec, step_s: float, recs: list) -> tc.JobFigures:
 def _job(spec, label: str, rnd: int, run_id: int, step_s: float, status: str, notify, stop, pause: float):
     """One scripted job: the runner's events in the worker's order, then its JobResult."""
     base = {"job": f"{label}#{rnd}", "backend": spec.backend, "label": label, "run_id": run_id}
-    notify({"type": "start", **base, "round": rnd, "spec": spec})
-    notify({"type": "phase", **base, "phase": "loading"})
+    notify(tc.events.JobStarted(**base, round=rnd, spec=spec))
+    notify(tc.events.PhaseChanged(**base, phase="loading"))
     if spec.compiled:
-        notify({"type": "compiler", **base, "mode": spec.compile_mode, "precision": spec.precision, "debug": False})
-    notify({"type": "phase", **base, "phase": "compiling" if spec.compiled else "warmup"})
+        settings = CompilerSettings(backend=spec.backend, mode=spec.compile_mode, precision=spec.precision, debug=False)
+        notify(tc.events.CompilerConfigured(**base, settings=settings))
+    notify(tc.events.PhaseChanged(**base, phase="compiling" if spec.compiled else "warmup"))
     recs, end = [], status
     for n in range(spec.steps):
         if stop is not None and stop.is_set():
@@ -67,21 +69,21 @@ def _job(spec, label: str, rnd: int, run_id: int, step_s: float, status: str, no
         if end != "ok" and n == 3:
             break
         if n == spec.warmup_steps:
-            notify({"type": "phase", **base, "phase": "measuring"})
+            notify(tc.events.PhaseChanged(**base, phase="measuring"))
         warm = n < spec.warmup_steps
         s = step_s * (20 if warm and spec.compiled else 1) * (1 + 0.02 * (n % 3 - 1))  # a little spread
         rec = StepRecord(step=n, step_s=s, samples_s=spec.batch_size / s, tokens_s=spec.tokens_per_step / s,
                          mem_bytes=(40 + 10 * tc.BACKENDS.index(spec.backend)) * 2**20, loss=8.3 - 0.05 * n,
                          warmup=warm, seq_len=spec.seq_len)
         recs.append(rec)
-        notify({"type": "step", **base, "record": rec})
+        notify(tc.events.StepMeasured(**base, record=rec))
         time.sleep(pause)
     ok = end == "ok"
     res = JobResult(spec=spec, status=end, run_id=run_id, records=recs, round=rnd,
                     label=label if label != spec.backend else "",
                     error="" if ok else "RuntimeError: out of memory (scripted)",
                     figures=_figures(spec, step_s, recs) if ok else tc.JobFigures())
-    notify({"type": "end", **base, "result": res})
+    notify(tc.events.JobEnded(**base, result=res))
     return res
 
 

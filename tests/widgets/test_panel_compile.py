@@ -81,11 +81,13 @@ def _fake(calls: list, error: Exception | None = None, hold: bool = False):
         calls.append(dict(spec=spec, stop=stop, **kw))
         if error is not None:
             raise error
-        observer({"type": "start", "job": "native reference", "label": "eager", "round": 0, "spec": spec})
+        observer(tc.events.JobStarted(job="native reference", backend="eager", label="eager", run_id=1, round=0,
+                                      spec=spec))
         for n, config, status in ((0, DEFAULT, "ok"), (1, BEST, "ok"), (3, PRUNED, "pruned")):
-            observer({"type": "compile-trial", "number": n, "label": config.label(), "status": "start"})
-            observer({"type": "phase", "job": f"trial#{n}", "label": config.label(), "phase": "compiling"})
-            observer({"type": "compile-trial", "number": n, "label": config.label(), "status": status})
+            observer(tc.events.CompileTrialStarted(number=n, label=config.label()))
+            observer(tc.events.PhaseChanged(job=f"trial#{n}", backend="inductor", label=config.label(), run_id=2 + n,
+                                            phase="compiling"))
+            observer(tc.events.CompileTrialEnded(number=n, label=config.label(), status=status))
         while hold and not stop.is_set():
             stop.wait(0.02)
         return _result(spec, storage="sqlite:////tmp/tcbench.db" if kw.get("storage") else None)

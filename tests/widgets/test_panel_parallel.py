@@ -55,8 +55,10 @@ def _fake_scaling(calls: list, error: Exception | None = None, hold: threading.E
             raise error
         for n in nprocs:
             job = f"nproc={n}#0"
-            observer({"type": "start", "job": job, "label": f"nproc={n}", "round": 0, "spec": spec.replace(nproc=n)})
-            observer({"type": "phase", "job": job, "label": f"nproc={n}", "phase": "measuring"})
+            observer(tc.events.JobStarted(job=job, backend=spec.backend, label=f"nproc={n}", run_id=n, round=0,
+                                          spec=spec.replace(nproc=n)))
+            observer(tc.events.PhaseChanged(job=job, backend=spec.backend, label=f"nproc={n}", run_id=n,
+                                            phase="measuring"))
         if hold is not None:
             while not stop.is_set():
                 stop.wait(0.05)
