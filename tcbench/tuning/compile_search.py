@@ -73,7 +73,7 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
     ``"median"``, ``"none"`` or an Optuna pruner. ``parity_rtol``: the relative tolerance of the first losses with
     dropout off (default per precision: ``tcbench.measure.metrics.EARLY_RTOL``). ``confirm=False`` skips the
     alternating rounds (the answer then has no interval). Observers get the runner's events and
-    ``{"type": "compile-trial", "number", "label", "status"}``.
+    ``tc.events.CompileTrialStarted`` / ``CompileTrialEnded`` around each trial.
     """
     _check(spec, budget_s, n_trials, sampler, pruner, confirm_budget_s, parity_rtol, resolve)
     check_study_name(study_name)

@@ -231,7 +231,7 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     ``memory_budget_gb`` overrides the profile's budget (for teaching and tests on a big host).
     ``start`` defaults to ``spec.batch_size``; ``multiple_of`` limits probes to multiples of it
     (the answer is then exact to that step). Observers get the runner's events plus
-    ``{"type": "probe", ...}`` after each probe. The session is stored as kind ``max_batch``.
+    ``tc.events.BatchProbed`` after each probe. The session is stored as kind ``max_batch``.
 
     ``storage``: None (the probes are kept in tcbench's store only), ``"store"`` (tcbench's database) or any
     Optuna RDB URL (``postgresql://…``, ``sqlite:///…``): every probe is then also a trial of the study

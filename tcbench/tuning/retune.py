@@ -206,7 +206,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     the others (the range widens to include them). ``seeds`` > 1: once the trials are done, the ``finalists``
     best learning rates are trained again with seeds spec.seed+1 … (``seeds`` in all, equal budget); the best is
     then the lowest mean over seeds, its SE and "beats" are over seeds (``RetuneResult.finalists``). Observers
-    get the runner's events plus ``{"type": "trial" | "prediction" | "finalist", ...}``.
+    get the runner's events plus ``tc.events.TrialEnded``, ``LrPredicted`` and ``FinalistEnded``.
 
     ``n_workers=N`` runs the trials in N worker processes forked from this one, on one study in a PostgreSQL
     ``storage`` (``tcbench.tuning.workers``; ``tcbench tune-worker`` joins from elsewhere); their events reach
