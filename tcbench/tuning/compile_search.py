@@ -52,8 +52,8 @@ from tcbench.store.api import Store
 from tcbench.tuning.compile_result import CompileSearch, confirm_best
 from tcbench.tuning.compile_space import (FIELDS, CompileConfig, bf16_supported, first_in, narrow, search_space,
                                           size_of)
-from tcbench.tuning.compile_trials import (PRUNERS, SAMPLERS, TRIAL_COLUMNS, best_config, open_study, search,
-                                           trial_rows)
+from tcbench.tuning.compile_trials import (PRUNERS, SAMPLERS, TRIAL_COLUMNS, CompileStudyContext, best_config,
+                                           open_study, search, trial_rows)
 from tcbench.tuning.storage import check_study_name, open_storage
 
 
@@ -107,8 +107,8 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
         full = narrow(search_space(native_spec, native.env), space)
         study = open_study(native_spec, full, name, backend_storage, sampler, pruner, seed)
         default = CompileConfig.default(native_spec)
-        ctx = {"notify": notify, "stop": session.stop, "store": store, "comparison_id": session.comparison_id,
-               "study": study}
+        ctx = CompileStudyContext(study=study, observer=notify, stop=session.stop, store=store,
+                                  comparison_id=session.comparison_id)
         search_budget = budget_s - confirm_s - (time.monotonic() - started)
         reason = search(study, full, first_in(full, default), native_spec, native, search_budget, n_trials,
                         parity_rtol, seed, sampler == "grid", ctx)

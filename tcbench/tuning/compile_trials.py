@@ -12,6 +12,7 @@ import statistics
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -29,6 +30,19 @@ MIN_TRIAL_S = 60.0         # a trial may run this long even when the search's bu
 DUPLICATE_STREAK = 8       # proposals in a row of configurations tried already: an untried one is enqueued instead
 TRIAL_COLUMNS = ["number", "label", *FIELDS, "state", "median_step_ms", "step_iqr_ms", "compile_s", "parity",
                  "loss_diff", "reason", "duplicate_of", "run_id"]
+
+
+@dataclass(frozen=True)
+class CompileStudyContext:
+    """What every trial of ``tune_compile``'s search needs besides its configuration: the Optuna study it is a trial
+    of, where its job's events go, the user's stop, and the comparison its runs are stored in (as ``StudyContext``
+    is for the learning-rate studies)."""
+
+    study: Any                   # the Optuna study (``open_study``)
+    observer: Observer
+    stop: Any                    # the user's stop event (the session's), or None
+    store: Any                   # tcbench's Store
+    comparison_id: int | None
 
 
 def _sampler(sampler: Any, seed: int, space: dict[str, tuple]):
@@ -134,8 +148,8 @@ def _measure(trial: Any, config: CompileConfig, spec: JobSpec, native: Any, rtol
     trial.set_user_attr("label", label)
     job = config.apply(spec)
     job = job.replace(timeout_s=min(job.timeout_s or math.inf, timeout_s))
-    res = run(job, _watch(trial, spec, ctx["notify"], own), Either(own, ctx["stop"]), ctx["store"],
-              ctx["comparison_id"], trial.number, f"trial#{trial.number} {label}", label=label)
+    res = run(job, _watch(trial, spec, ctx.observer, own), Either(own, ctx.stop), ctx.store, ctx.comparison_id,
+              trial.number, f"trial#{trial.number} {label}", label=label)
     trial.set_user_attr("run_id", res.run_id)
     if res.compile_latency_s is not None:
         trial.set_user_attr("compile_s", round(float(res.compile_latency_s), 3))
@@ -143,17 +157,17 @@ def _measure(trial: Any, config: CompileConfig, spec: JobSpec, native: Any, rtol
         med = res.median_step_s
         if med is not None:
             trial.set_user_attr("median_step_ms", med * 1e3)
-        ctx["study"].tell(trial, state=TrialState.PRUNED)
+        ctx.study.tell(trial, state=TrialState.PRUNED)
         return "pruned"
-    if res.status == "interrupted" and ctx["stop"] is not None and ctx["stop"].is_set():
+    if res.status == "interrupted" and ctx.stop is not None and ctx.stop.is_set():
         trial.set_user_attr("status", "interrupted")
         trial.set_user_attr("reason", "stopped by the user; it does not count and runs again on resume")
-        ctx["study"].tell(trial, state=TrialState.FAIL)
+        ctx.study.tell(trial, state=TrialState.FAIL)
         return "interrupted"
     if not res.ok or res.median_step_s is None:
         why = (res.error or "no steady steps").strip().splitlines()
         trial.set_user_attr("reason", f"{res.status}: {why[-1] if why else ''}"[:400])
-        ctx["study"].tell(trial, state=TrialState.FAIL)
+        ctx.study.tell(trial, state=TrialState.FAIL)
         return res.status
     ok, diff, note = loss_parity(native.records, res.records, config.precision, spec.dropout == 0.0, early_rtol=rtol)
     trial.set_user_attr("parity", ok)
@@ -163,7 +177,7 @@ def _measure(trial: Any, config: CompileConfig, spec: JobSpec, native: Any, rtol
     if res.step_iqr_s is not None:
         trial.set_user_attr("step_iqr_ms", res.step_iqr_s * 1e3)
     try:
-        ctx["study"].tell(trial, res.median_step_s * 1e3)
+        ctx.study.tell(trial, res.median_step_s * 1e3)
     except optuna.exceptions.UpdateFinishedTrialError:   # pragma: no cover - only another process finishes it
         pass
     return "ok"
@@ -186,7 +200,7 @@ def _stop_reason(study: Any, space: dict, started: float, budget_s: float, n_tri
 
 
 def search(study: Any, space: dict, first: CompileConfig, spec: JobSpec, native: Any, budget_s: float,
-            n_trials: int | None, rtol: float | None, seed: int, grid: bool, ctx: dict) -> str:
+            n_trials: int | None, rtol: float | None, seed: int, grid: bool, ctx: CompileStudyContext) -> str:
     """Trials until the search's end; returns why it ended. ``first``: the configuration tried first (the default
     where the space holds it: ``first_in``); ``grid``: every configuration is enqueued, ``first`` first and the rest
     in a random order (seeded)."""
@@ -202,7 +216,7 @@ def search(study: Any, space: dict, first: CompileConfig, spec: JobSpec, native:
             study.enqueue_trial(dataclasses.asdict(config), user_attrs={"label": config.label()})
     started, durations, streak = time.monotonic(), [], 0
     while True:
-        reason = _stop_reason(study, space, started, budget_s, n_trials, durations, ctx["stop"])
+        reason = _stop_reason(study, space, started, budget_s, n_trials, durations, ctx.stop)
         if reason:
             return reason
         with warnings.catch_warnings():   # one process asks and tells: no heartbeat thread (Study.optimize's) needed
@@ -230,11 +244,11 @@ def search(study: Any, space: dict, first: CompileConfig, spec: JobSpec, native:
             continue
         streak = 0
         t0 = time.monotonic()
-        ctx["notify"](CompileTrialStarted(number=trial.number, label=config.label()))
+        ctx.observer(CompileTrialStarted(number=trial.number, label=config.label()))
         left = max(budget_s - (time.monotonic() - started), MIN_TRIAL_S)   # no trial runs far past the budget
         status = _measure(trial, config, spec, native, rtol, ctx, left)
         durations.append(time.monotonic() - t0)
-        ctx["notify"](CompileTrialEnded(number=trial.number, label=config.label(), status=status))
+        ctx.observer(CompileTrialEnded(number=trial.number, label=config.label(), status=status))
         if status == "interrupted":
             return "stopped by the user"
 
@@ -246,4 +260,4 @@ def best_config(trials: pd.DataFrame) -> CompileConfig | None:
     if ok.empty:
         return None
     row = ok.sort_values(["median_step_ms", "number"]).iloc[0]
-    return CompileConfig(**{k: (bool(row[k]) if k in ("compile_optimizer", "cpp_wrapper") else row[k]) for k in FIELDS})
+    return CompileConfig(**{k: getattr(row[k], "item", lambda: row[k])() for k in FIELDS})   # numpy's scalars: Python's
