@@ -37,7 +37,7 @@ from tcbench.store.api import Store, StoreError, StoreMissing
 from tcbench.job.track import StopTraining, compile_for_backend, device, track
 from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
                        project_scaling, scaling)
-from tcbench.tuning import (CompileConfig, CompileSearch, LrPrediction, MaxBatchResult, NoiseScale, RetuneResult,
+from tcbench.tuning import (CompileConfig, CompileSearch, CompileSearchOptions, LrPrediction, MaxBatchResult, NoiseScale, RetuneOptions, RetuneResult,
                             TwoStageResult, find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, tune_compile,
                             two_stage)
 from tcbench.tuning.dashboard import Dashboard, dashboard, start_dashboard
@@ -72,6 +72,6 @@ __all__ = [
     "run", "events", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
-    "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
-    "two_stage", "TwoStageResult", "tune_compile", "CompileSearch", "CompileConfig", "compare_configs", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS", "INDUCTOR_MODES", "COMPILE_SCOPES", "CACHE_MODES",
+    "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneOptions", "RetuneResult", "rule_lrs",
+    "two_stage", "TwoStageResult", "tune_compile", "CompileSearchOptions", "CompileSearch", "CompileConfig", "compare_configs", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS", "INDUCTOR_MODES", "COMPILE_SCOPES", "CACHE_MODES",
 ]

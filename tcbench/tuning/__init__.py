@@ -8,13 +8,13 @@ Modules: ``maxbatch``, ``noise`` (the estimator), ``prediction`` (the formulas),
 ``compile_result``), ``storage`` (Optuna storages and heartbeats), ``workers`` (several processes on one study), ``twostage``,
 ``plots``, ``cli`` (the tuning commands)."""
 
-from tcbench.tuning.compile_search import CompileConfig, CompileSearch, tune_compile
+from tcbench.tuning.compile_search import CompileConfig, CompileSearch, CompileSearchOptions, tune_compile
 from tcbench.tuning.maxbatch import MaxBatchResult, find_max_batch
 from tcbench.tuning.noise import NoiseScale, noise_scale
 from tcbench.tuning.prediction import LrPrediction, predict_lr
-from tcbench.tuning.retune import RetuneResult, retune_lr, rule_lrs
+from tcbench.tuning.retune import RetuneOptions, RetuneResult, retune_lr, rule_lrs
 from tcbench.tuning.twostage import TwoStageResult, two_stage
 
 __all__ = ["find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction",
-           "retune_lr", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult",
-           "tune_compile", "CompileSearch", "CompileConfig"]
+           "retune_lr", "RetuneOptions", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult",
+           "tune_compile", "CompileSearchOptions", "CompileSearch", "CompileConfig"]

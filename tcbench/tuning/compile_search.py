@@ -39,11 +39,13 @@ import dataclasses
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from tcbench.core.events import Observer
+from tcbench.core.options import merged
 from tcbench.core.spec import JobSpec, SpecError, check_number
 from tcbench.measure.metrics import learned
 from tcbench.runner.preflight import check as preflight
@@ -57,13 +59,30 @@ from tcbench.tuning.compile_trials import (PRUNERS, SAMPLERS, TRIAL_COLUMNS, Com
 from tcbench.tuning.storage import check_study_name, open_storage
 
 
-def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = None,
-                 space: Mapping[str, Sequence] | None = None, storage: Any = None, study_name: str | None = None,
-                 sampler: Any = "tpe", pruner: Any = "median", seed: int = 0, confirm: bool = True,
-                 confirm_budget_s: float | None = None, resolve: float = 0.05, parity_rtol: float | None = None,
-                 observer: Observer | None = None, stop: threading.Event | None = None,
-                 store: Store | None = None) -> CompileSearch:
+@dataclass(frozen=True)
+class CompileSearchOptions:
+    """How ``tune_compile`` searches (every field is also a keyword of ``tune_compile``; see its docstring)."""
+
+    budget_s: float = 600.0                     # the whole call's wall-clock budget
+    n_trials: int | None = None                 # at most this many configurations (default: what the budget allows)
+    space: Mapping[str, Sequence] | None = None   # some fields' choices instead of what the device supports
+    storage: Any = None                         # where the Optuna study lives: None (memory), "store", a URL
+    study_name: str | None = None               # default: from the job and this host
+    sampler: Any = "tpe"                        # "tpe", "random", "grid" or an Optuna sampler
+    pruner: Any = "median"                      # "median", "none" or an Optuna pruner
+    seed: int = 0
+    confirm: bool = True                        # the fastest confirmed in alternating rounds against the default
+    confirm_budget_s: float | None = None       # the confirmation's share of budget_s (default a third)
+    resolve: float = 0.05                       # the confirmation's target half-width
+    parity_rtol: float | None = None            # loss parity's relative tolerance (default per precision)
+
+
+def tune_compile(spec: JobSpec, *, options: CompileSearchOptions | None = None, observer: Observer | None = None,
+                 stop: threading.Event | None = None, store: Store | None = None, **overrides: Any) -> CompileSearch:
     """Search the fastest compiled configuration of ``spec`` that keeps loss parity (module docstring).
+
+    The settings are ``CompileSearchOptions``' fields: ``options=`` gives them whole, a keyword of the same name
+    overrides one (``tune_compile(spec, budget_s=300, sampler="grid")``).
 
     ``budget_s``: the whole call's wall-clock budget (a trial or round is never started past it); the confirmation
     gets ``confirm_budget_s`` of it (default a third), the search the rest. ``n_trials``: at most this many
@@ -75,23 +94,24 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
     alternating rounds (the answer then has no interval). Observers get the runner's events and
     ``tc.events.CompileTrialStarted`` / ``CompileTrialEnded`` around each trial.
     """
-    _check(spec, budget_s, n_trials, sampler, pruner, confirm_budget_s, parity_rtol, resolve)
-    check_study_name(study_name)
-    if not confirm and confirm_budget_s is not None:
-        raise SpecError("confirm_budget_s", confirm_budget_s, "None with confirm=False (no confirmation runs)",
-                        f"confirm_budget_s={confirm_budget_s!r} is not allowed with confirm=False: no confirmation "
+    o = merged(CompileSearchOptions, options, overrides, "tune_compile")
+    _check(spec, o.budget_s, o.n_trials, o.sampler, o.pruner, o.confirm_budget_s, o.parity_rtol, o.resolve)
+    check_study_name(o.study_name)
+    if not o.confirm and o.confirm_budget_s is not None:
+        raise SpecError("confirm_budget_s", o.confirm_budget_s, "None with confirm=False (no confirmation runs)",
+                        f"confirm_budget_s={o.confirm_budget_s!r} is not allowed with confirm=False: no confirmation "
                         "runs; allowed: None, or confirm=True")
-    if space is not None:
-        narrow({}, space)   # a bad field or choice is refused before any job starts
+    if o.space is not None:
+        narrow({}, o.space)   # a bad field or choice is refused before any job starts
     from tcbench.runner.process import run
 
     started = time.monotonic()
     native_spec = preflight(dataclasses.replace(spec, backend="eager"))
     store = store or Store()
-    backend_storage, url = open_storage(storage, store.url())   # a bad URL is a SpecError before any job starts
-    confirm_s = (budget_s / 3 if confirm_budget_s is None else confirm_budget_s) if confirm else 0.0
+    backend_storage, url = open_storage(o.storage, store.url())   # a bad URL is a SpecError before any job starts
+    confirm_s = (o.budget_s / 3 if o.confirm_budget_s is None else o.confirm_budget_s) if o.confirm else 0.0
     notify = observer or (lambda e: None)
-    name = study_name or (f"tune-compile-{native_spec.model}-{native_spec.size}-b{native_spec.batch_size}"
+    name = o.study_name or (f"tune-compile-{native_spec.model}-{native_spec.size}-b{native_spec.batch_size}"
                           f"-s{native_spec.seq_len}-{native_spec.precision}-t{native_spec.threads}-{socket.gethostname()}")
     with comparison_session(store, "tune-compile", native_spec, ["eager"], 1,
                             {"study_name": name, "storage": url}, stop, error_status="interrupted") as session:
@@ -104,14 +124,14 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
             + ("on the first losses only (dropout off)" if native_spec.dropout == 0.0 else
                "nowhere (with dropout on, not even the first losses): pass dropout=0.0")
             + "; raise steps or lr for the whole check"]
-        full = narrow(search_space(native_spec, native.env), space)
-        study = open_study(native_spec, full, name, backend_storage, sampler, pruner, seed)
+        full = narrow(search_space(native_spec, native.env), o.space)
+        study = open_study(native_spec, full, name, backend_storage, o.sampler, o.pruner, o.seed)
         default = CompileConfig.default(native_spec)
         ctx = CompileStudyContext(study=study, observer=notify, stop=session.stop, store=store,
                                   comparison_id=session.comparison_id)
-        search_budget = budget_s - confirm_s - (time.monotonic() - started)
-        reason = search(study, full, first_in(full, default), native_spec, native, search_budget, n_trials,
-                        parity_rtol, seed, sampler == "grid", ctx)
+        search_budget = o.budget_s - confirm_s - (time.monotonic() - started)
+        reason = search(study, full, first_in(full, default), native_spec, native, search_budget, o.n_trials,
+                        o.parity_rtol, o.seed, o.sampler == "grid", ctx)
         trials = pd.DataFrame(trial_rows(study), columns=TRIAL_COLUMNS)
         result = CompileSearch(spec=native_spec, space=full, default=default, trials=trials, best=best_config(trials),
                                stop_reason=reason, study_name=name, storage=url,
@@ -119,10 +139,10 @@ def tune_compile(spec: JobSpec, budget_s: float = 600.0, n_trials: int | None = 
                                notes=notes)
         session.finish_info.update({"answer": result.answer(), "best_label": result.best_label,
                                     "stop_reason": reason, "trials": len(trials)})
-    if confirm and result.best is not None and not session.stopped:
+    if o.confirm and result.best is not None and not session.stopped:
         # its share, or what is left of the budget when the search ran long (the rounds stop after two at the earliest)
-        left = max(budget_s - (time.monotonic() - started), 1.0)
-        confirm_best(result, min(confirm_s, left), resolve, notify, stop, store)
+        left = max(o.budget_s - (time.monotonic() - started), 1.0)
+        confirm_best(result, min(confirm_s, left), o.resolve, notify, stop, store)
     return result
 
 
@@ -146,5 +166,5 @@ def _check(spec: Any, budget_s: Any, n_trials: Any, sampler: Any, pruner: Any, c
         raise ValueError(f"pruner={pruner!r} is not allowed; use {', '.join(map(repr, PRUNERS))} or an optuna pruner")
 
 
-__all__ = ["CompileConfig", "CompileSearch", "tune_compile", "search_space", "bf16_supported", "best_config",
+__all__ = ["CompileConfig", "CompileSearch", "CompileSearchOptions", "tune_compile", "search_space", "bf16_supported", "best_config",
            "narrow", "size_of", "FIELDS", "TRIAL_COLUMNS", "SAMPLERS", "PRUNERS"]

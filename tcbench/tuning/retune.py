@@ -56,11 +56,13 @@ import dataclasses
 import math
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import pandas as pd
 
 from tcbench.core.events import FinalistEnded, LrPredicted, Observer
+from tcbench.core.options import merged
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.core.spec import JobSpec, SpecError
@@ -181,15 +183,37 @@ def _repeat(spec: JobSpec, study: Any, ctx: StudyContext, kept: dict, number: in
     return hit
 
 
-def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 12, storage: Any = None,
-              study_name: str | None = None, sampler: Any = "auto", steps: int | None = None, eval_batches: int = 8,
-              search_factor: float = 4.0, observer: Observer | None = None,
-              stop: threading.Event | None = None, store: Store | None = None, seed: int = 0,
-              pruner: Any = "halving", report_every: int | None = None,
-              extra_lrs: Sequence[float] = (), budget: str = "equal_samples", noise: Any = True,
-              optimizer: str = "adam", seeds: int = 1, finalists: int = 3, *,
-              nproc: int | None = None, n_workers: int = 1) -> RetuneResult:
+@dataclass(frozen=True)
+class RetuneOptions:
+    """How ``retune_lr`` searches (every field is also a keyword of ``retune_lr``; see its docstring)."""
+
+    n_trials: int = 12                  # trials that count (a resumed study runs only the rest)
+    storage: Any = None                 # where the Optuna study lives: None (memory), "store", a URL or a storage
+    study_name: str | None = None       # default: from the job, the batches and the seed
+    sampler: Any = "auto"               # "auto", "tpe", "gp", "random", "grid" or an Optuna sampler
+    steps: int | None = None            # the baseline's steps (default spec.steps)
+    eval_batches: int = 8               # held-out batches each trial is judged on
+    search_factor: float = 4.0          # the range searched: the guesses' span widened by this factor both ways
+    seed: int = 0                       # the sampler's seed
+    pruner: Any = "halving"             # "halving", "median", "none" or an Optuna pruner
+    report_every: int | None = None     # the intermediate value's interval in steps (default steps // 10)
+    extra_lrs: Sequence[float] = ()     # your own guesses, enqueued after the others
+    budget: str = "equal_samples"       # each trial's steps: "equal_samples" (steps x B0 / B1) or "equal_steps"
+    noise: Any = True                   # True: stored or measured noise scale; a NoiseScale; False: no prediction
+    optimizer: str = "adam"             # the prediction's form: "adam" or "sgd"
+    seeds: int = 1                      # > 1: the finalists are trained again with more seeds
+    finalists: int = 3                  # how many of the best learning rates are trained again
+    nproc: int | None = None            # data parallel: retune for N processes instead of new_batch_size
+    n_workers: int = 1                  # worker processes forked here on one PostgreSQL study
+
+
+def retune_lr(spec: JobSpec, new_batch_size: int | None = None, *, options: RetuneOptions | None = None,
+              observer: Observer | None = None, stop: threading.Event | None = None, store: Store | None = None,
+              **overrides: Any) -> RetuneResult:
     """Find the learning rate for ``new_batch_size``, starting from ``spec.lr`` at ``spec.batch_size``.
+
+    The settings are ``RetuneOptions``' fields: ``options=`` gives them whole, a keyword of the same name overrides
+    one (``retune_lr(spec, 64, n_trials=8, seeds=3)``).
 
     Data parallel: the batches are global ones. ``nproc=N`` instead of ``new_batch_size`` retunes for the same
     per-process batch on N processes (global batch ``spec.batch_size × N``, from ``spec.global_batch``); every
@@ -215,14 +239,15 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
     from tcbench.tuning.noise import one_process
     from tcbench.tuning.prediction import target_batch
 
-    processes = None if nproc is None else (spec.nproc, nproc)
-    new_batch_size = target_batch(spec, new_batch_size, nproc)
+    o = merged(RetuneOptions, options, overrides, "retune_lr")
+    processes = None if o.nproc is None else (spec.nproc, o.nproc)
+    new_batch_size = target_batch(spec, new_batch_size, o.nproc)
     spec = one_process(spec)
-    base = spec.steps if steps is None else steps
-    _check(spec, new_batch_size, n_trials, search_factor, eval_batches, base, seeds, finalists)
-    check_study_name(study_name)
-    _check_choices(budget, sampler, n_trials, pruner, optimizer)
-    trial_steps = base if budget == "equal_steps" else max(2, round(base * spec.batch_size / new_batch_size))
+    base = spec.steps if o.steps is None else o.steps
+    _check(spec, new_batch_size, o.n_trials, o.search_factor, o.eval_batches, base, o.seeds, o.finalists)
+    check_study_name(o.study_name)
+    _check_choices(o.budget, o.sampler, o.n_trials, o.pruner, o.optimizer)
+    trial_steps = base if o.budget == "equal_steps" else max(2, round(base * spec.batch_size / new_batch_size))
     spec = preflight(spec)   # once, before the study is created or any trial starts
     try:   # the new batch must fit too
         preflight(dataclasses.replace(spec, batch_size=new_batch_size, steps=trial_steps,
@@ -232,50 +257,49 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, n_trials: int = 
             raise
         raise SpecError("new_batch_size", new_batch_size, exc.allowed,
                         str(exc).replace(f"batch_size={new_batch_size}", f"new_batch_size={new_batch_size}")) from None
-    report_every = report_every or max(1, trial_steps // 10)
+    report_every = o.report_every or max(1, trial_steps // 10)
     store = store or Store()
-    extras = _check_extras(extra_lrs)
-    backend_storage, url = open_storage(storage, store.url())   # a bad URL is a SpecError before any job starts
-    check_workers(n_workers, storage, backend_storage, url)
-    check_fork(sampler_name(sampler, n_trials) if isinstance(sampler, str) else sampler, n_workers)
+    extras = _check_extras(o.extra_lrs)
+    backend_storage, url = open_storage(o.storage, store.url())   # a bad URL is a SpecError before any job starts
+    check_workers(o.n_workers, o.storage, backend_storage, url)
+    check_fork(sampler_name(o.sampler, o.n_trials) if isinstance(o.sampler, str) else o.sampler, o.n_workers)
     notify = observer or (lambda e: None)
-    prediction, note = _predict(spec, new_batch_size, noise, optimizer, store, notify, stop, processes)
+    prediction, note = _predict(spec, new_batch_size, o.noise, o.optimizer, store, notify, stop, processes)
     guesses = _guesses(spec, new_batch_size, prediction, extras)
-    low, high = min(guesses.values()) / search_factor, max(guesses.values()) * search_factor
-    name = study_name or (f"retune-{spec.model}-{spec.size}-{spec.backend}-b{spec.batch_size}-lr{spec.lr:g}"
-                          f"-to-b{new_batch_size}-s{seed}")
-    plan = RetunePlan(spec, new_batch_size, trial_steps, budget, low, high, guesses, prediction, note, processes,
-                      sampler_name(sampler, n_trials) if isinstance(sampler, str) else type(sampler).__name__)
-    study, optuna_storage = _open_study(plan, name, backend_storage, sampler, pruner, seed, n_trials, eval_batches,
-                                        report_every)
-    ctx = StudyContext(low=low, high=high, new_batch=new_batch_size, steps=trial_steps, eval_batches=eval_batches,
+    low, high = min(guesses.values()) / o.search_factor, max(guesses.values()) * o.search_factor
+    name = o.study_name or (f"retune-{spec.model}-{spec.size}-{spec.backend}-b{spec.batch_size}-lr{spec.lr:g}"
+                            f"-to-b{new_batch_size}-s{o.seed}")
+    plan = RetunePlan(spec, new_batch_size, trial_steps, o.budget, low, high, guesses, prediction, note, processes,
+                      sampler_name(o.sampler, o.n_trials) if isinstance(o.sampler, str) else type(o.sampler).__name__)
+    study, optuna_storage = _open_study(plan, name, backend_storage, o, report_every)
+    ctx = StudyContext(low=low, high=high, new_batch=new_batch_size, steps=trial_steps, eval_batches=o.eval_batches,
                        report_every=report_every, first_rung=min_resource(trial_steps),
-                       last_prune_step=prune_until(pruner, trial_steps), store=store, comparison_id=None,
+                       last_prune_step=prune_until(o.pruner, trial_steps), store=store, comparison_id=None,
                        observer=notify, storage=optuna_storage, heartbeat=heartbeat_on(optuna_storage), stop=stop,
                        claim=Claim(optuna_storage, study_id(optuna_storage, study)))
-    return _run(plan, study, ctx, url, n_trials, n_workers, storage, seeds, finalists)
+    return _run(plan, study, ctx, url, o)
 
 
-def _open_study(plan: RetunePlan, name: str, backend_storage: Any, sampler: Any, pruner: Any, seed: int,
-                n_trials: int, eval_batches: int, report_every: int) -> tuple[Any, Any]:
+def _open_study(plan: RetunePlan, name: str, backend_storage: Any, o: RetuneOptions,
+                report_every: int) -> tuple[Any, Any]:
     """(the study, created or resumed when its settings match; the Optuna storage it lives in)."""
     import optuna
 
     # in memory: a storage of our own, so trials are reached through it (Optuna's own is private to the study)
     storage = backend_storage if backend_storage is not None else optuna.storages.InMemoryStorage()
     study = optuna.create_study(storage=storage, study_name=name, direction="minimize", load_if_exists=True,
-                                sampler=make_sampler(sampler, seed, n_trials),
-                                pruner=make_pruner(pruner, plan.steps, n_trials, storage))
+                                sampler=make_sampler(o.sampler, o.seed, o.n_trials),
+                                pruner=make_pruner(o.pruner, plan.steps, o.n_trials, storage))
     # PostgreSQL: one process at a time writes or checks the settings, so a process starting the same new study at
     # the same moment never reads them half written
     claim = Claim(storage, study_id(storage, study))
     try:
         with claim:
             _check_resume(study, dict(new_batch_size=plan.new_batch, low=plan.low, high=plan.high, steps=plan.steps,
-                                      budget=plan.budget, eval_batches=eval_batches, spec=plan.spec.to_json()))
-            remember(study, n_trials=n_trials, seed=seed, report_every=report_every,
-                     sampler=sampler if isinstance(sampler, str) else None,
-                     pruner=pruner if isinstance(pruner, str) else None)
+                                      budget=plan.budget, eval_batches=o.eval_batches, spec=plan.spec.to_json()))
+            remember(study, n_trials=o.n_trials, seed=o.seed, report_every=report_every,
+                     sampler=o.sampler if isinstance(o.sampler, str) else None,
+                     pruner=o.pruner if isinstance(o.pruner, str) else None)
     finally:
         claim.close()
     return study, storage
@@ -291,8 +315,7 @@ def _guesses(spec: JobSpec, new_batch: int, prediction: Any, extras: list[float]
     return guesses
 
 
-def _run(plan: RetunePlan, study: Any, ctx: StudyContext, url: str | None, n_trials: int, n_workers: int, storage: Any,
-         seeds: int, finalists: int) -> RetuneResult:
+def _run(plan: RetunePlan, study: Any, ctx: StudyContext, url: str | None, o: RetuneOptions) -> RetuneResult:
     """Enqueue the guesses, run the study (and the finalists) as the comparison ``retune``; the result.
 
     The row ends ``interrupted`` when ``stop`` is set or anything (a KeyboardInterrupt, an error) ends it early,
@@ -303,14 +326,14 @@ def _run(plan: RetunePlan, study: Any, ctx: StudyContext, url: str | None, n_tri
             prepare_study(study, ctx.storage, plan.guesses)
         info = dict(study_name=study.study_name, storage=url, new_batch_size=plan.new_batch, low=plan.low,
                     high=plan.high, budget=plan.budget, steps=plan.steps, guesses=plan.guesses)
-        with comparison_session(ctx.store, "retune", spec, [spec.backend], n_trials, info, stop,
+        with comparison_session(ctx.store, "retune", spec, [spec.backend], o.n_trials, info, stop,
                                 error_status="interrupted") as session:
             ctx = dataclasses.replace(ctx, comparison_id=session.comparison_id)
             t0, finals = time.monotonic(), None
             try:
-                run_workers(study, ctx, n_trials, n_workers, storage, lambda c: objective(spec, c))
-                if seeds > 1 and not session.stopped:
-                    finals = _repeat_finalists(spec, study, ctx, seeds, finalists)
+                run_workers(study, ctx, o.n_trials, o.n_workers, o.storage, lambda c: objective(spec, c))
+                if o.seeds > 1 and not session.stopped:
+                    finals = _repeat_finalists(spec, study, ctx, o.seeds, o.finalists)
             finally:
                 result = build_result(plan, study, url, time.monotonic() - t0, session.comparison_id, finals)
                 session.finish_info.update(_finish_info(result))
