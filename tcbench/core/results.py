@@ -152,6 +152,11 @@ def standing_for(backends: Iterable[str]) -> dict[str, str]:
     return {label: b for b in backends for label in (b, aa_label(b), default_label(b))}
 
 
+def _figure(name: str) -> Any:
+    """A ``JobFigures`` field read as a ``JobResult``'s own attribute (read-only: set ``result.figures``)."""
+    return property(lambda self: getattr(self.figures, name), doc=f"``figures.{name}``")
+
+
 @dataclass
 class JobResult:
     """What one job measured. Its figures are also readable as attributes (``result.median_step_s``).
@@ -179,11 +184,40 @@ class JobResult:
     env: dict = field(default_factory=dict)
     extra: JobExtras = field(default_factory=JobExtras)
 
-    def __getattr__(self, name: str) -> Any:
-        # the figures read as the result's own attributes (result.median_step_s, result.mfu, ...)
-        if name in FIGURE_NAMES:
-            return getattr(self.__dict__.get("figures") or JobFigures(), name)
-        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+    # the figures, read as the result's own attributes: result.median_step_s is result.figures.median_step_s
+    compile_dynamo_s = _figure("compile_dynamo_s")
+    compile_aot_s = _figure("compile_aot_s")
+    compile_backend_s = _figure("compile_backend_s")
+    aot_cache_hits = _figure("aot_cache_hits")
+    aot_cache_misses = _figure("aot_cache_misses")
+    fx_cache_hits = _figure("fx_cache_hits")
+    fx_cache_misses = _figure("fx_cache_misses")
+    compiled_regions = _figure("compiled_regions")
+    artifact_key = _figure("artifact_key")
+    artifact_state = _figure("artifact_state")
+    median_step_s = _figure("median_step_s")
+    samples_s = _figure("samples_s")
+    tokens_s = _figure("tokens_s")
+    steady_steps = _figure("steady_steps")
+    step_iqr_s = _figure("step_iqr_s")
+    step_cv = _figure("step_cv")
+    cpu_share = _figure("cpu_share")
+    wait_share = _figure("wait_share")
+    steal_share = _figure("steal_share")
+    others_share = _figure("others_share")
+    noisy = _figure("noisy")
+    noise_reason = _figure("noise_reason")
+    warmup_s = _figure("warmup_s")
+    compile_latency_s = _figure("compile_latency_s")
+    peak_mem_bytes = _figure("peak_mem_bytes")
+    flops_per_step = _figure("flops_per_step")
+    peak_flops = _figure("peak_flops")
+    mfu = _figure("mfu")
+    mfu_note = _figure("mfu_note")
+    n_params = _figure("n_params")
+    final_loss = _figure("final_loss")
+    recompiles_after_warmup = _figure("recompiles_after_warmup")
+    graph_breaks = _figure("graph_breaks")
 
     @property
     def ok(self) -> bool:

@@ -54,3 +54,17 @@ def test_a_stored_run_reads_back_its_typed_extras(tmp_path):
     assert get_run(rid, store).extra == FULL
     raw = store.query("SELECT extra_json FROM runs WHERE run_id = :r", {"r": rid})["extra_json"][0]
     assert json.loads(raw)["noise_scale"]["b_simple"] == 10.0   # plain JSON in the store
+
+
+def test_every_figure_reads_as_a_declared_attribute_of_the_result():
+    """No ``__getattr__``: each figure is a property a reader (and a type checker) finds on JobResult."""
+    import dataclasses
+
+    from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult
+    from tcbench.core.spec import JobSpec
+
+    assert "__getattr__" not in vars(JobResult)
+    assert all(isinstance(vars(JobResult).get(n), property) for n in FIGURE_NAMES)
+    res = JobResult(spec=JobSpec(), status="ok", figures=JobFigures(median_step_s=0.25, noisy=True))
+    assert (res.median_step_s, res.noisy, res.mfu) == (0.25, True, None)
+    assert {f.name for f in dataclasses.fields(JobResult)}.isdisjoint(FIGURE_NAMES)   # still one list of fields
