@@ -88,14 +88,14 @@ test-fast: setup
 TEST_HOME_LATEST ?= $(CURDIR)/.tcbench-test-home-latest
 LATEST_UNIT := $(if $(LATEST_FULL),tests,tests/job tests/host tests/tuning tests/comparison tests/test_packaging.py)
 LATEST_INTEGRATION := $(if $(LATEST_FULL),tests/job/test_inductor_phases.py tests/comparison/test_comparison.py \
-	tests/job/test_script.py tests/tuning/test_maxbatch.py tests/tuning/test_tuning.py,\
+	tests/job/test_script.py tests/tuning/batch/test_maxbatch.py tests/tuning/lr/test_retune.py,\
 	tests/job/test_inductor_phases.py::test_an_inductor_job_reports_its_compile_phases_and_the_second_finds_them_cached \
 	tests/job/test_inductor_phases.py::test_a_job_on_an_empty_cache_loads_the_artifacts_of_its_key_and_compiles_no_new_graph \
 	tests/comparison/test_comparison.py::test_loss_parity_within_tolerance \
 	tests/job/test_script.py::test_the_plain_loop_example_through_compare_script \
 	tests/job/test_script.py::test_the_trainer_example_through_compare_script \
-	tests/tuning/test_maxbatch.py::test_real_search_boundary_under_budget \
-	tests/tuning/test_tuning.py::test_real_retune_rules_first_pruning_and_no_worse_than_linear)
+	tests/tuning/batch/test_maxbatch.py::test_real_search_boundary_under_budget \
+	tests/tuning/lr/test_retune.py::test_real_retune_rules_first_pruning_and_no_worse_than_linear)
 LATEST_LEFT_OUT := $(if $(LATEST_FULL),$(addprefix --deselect tests/comparison/test_comparison.py::test_,\
 	killed_worker_is_interrupted_and_keeps_steps keyboard_interrupt_in_the_caller_keeps_the_steps_and_leaves_no_worker \
 	stop_event_interrupts_within_two_seconds aa_is_judged_like_any_pair aa_under_load_is_never_a_confident_verdict \

@@ -70,7 +70,7 @@ def main() -> int:
     import tcbench.runner.process as runner
     from pgserver import missing, server
     from tcbench import JobSpec, Store
-    from tcbench.tuning.retune import retune_lr
+    from tcbench.tuning.lr.retune import retune_lr
 
     if missing():
         print(f"skipped: {missing()}")

@@ -21,7 +21,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """The suite's own process is a caller that never compiled: its first backward runs here, before any test
     compiles in it. With torch 2.14 (not 2.9) a first backward after a torch.compile, GPU or not, starts autograd's
     device threads, and retune workers forked from this process after that are refused
-    (``tcbench.tuning.workers.check_fork``, tested on its own in a fresh process): a unit test's compile would
+    (``tcbench.tuning.lr.workers.check_fork``, tested on its own in a fresh process): a unit test's compile would
     otherwise decide the forked-worker tests after it."""
     import torch
 

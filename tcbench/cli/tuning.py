@@ -40,7 +40,7 @@ def _failed(exc: RuntimeError) -> int:
 
 
 def cmd_max_batch(a: argparse.Namespace) -> int:
-    from tcbench.tuning.maxbatch import find_max_batch
+    from tcbench.tuning.batch.search import find_max_batch
 
     names = backend_list(a.backends)
     res = find_max_batch(job_spec(a, names[0]), profile=a.profile, backends=names, start=a.start,
@@ -57,7 +57,7 @@ def cmd_max_batch(a: argparse.Namespace) -> int:
 
 
 def cmd_retune_lr(a: argparse.Namespace) -> int:
-    from tcbench.tuning.retune import retune_lr
+    from tcbench.tuning.lr.retune import retune_lr
 
     if a.workers > 1:
         _shared_storage(a.storage, "--workers > 1")
@@ -89,7 +89,7 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
 def cmd_tune_compile(a: argparse.Namespace) -> int:
     import json
 
-    from tcbench.tuning.compile_search import tune_compile
+    from tcbench.tuning.compile_search.search import tune_compile
 
     res = tune_compile(job_spec(a, "eager"), budget_s=a.budget_s, n_trials=a.trials, space=space_of(a.space),
                        storage=a.storage, study_name=a.study_name, sampler=a.sampler, pruner=a.pruner,
@@ -118,7 +118,7 @@ def cmd_tune_compile(a: argparse.Namespace) -> int:
 def space_of(given: list[tuple[str, list]] | None) -> dict[str, list] | None:
     """The ``--space`` options as tune_compile's ``space``; a field given twice is refused (its choices go in one
     option), never silently the last."""
-    from tcbench.tuning.compile_space import narrow
+    from tcbench.tuning.compile_search.space import narrow
 
     out: dict[str, list] = {}
     for name, choices in given or []:
@@ -137,7 +137,7 @@ def space_of(given: list[tuple[str, list]] | None) -> dict[str, list] | None:
 
 def space_choice(text: str) -> tuple[str, list]:
     """An argparse ``type`` for ``--space FIELD=V1,V2``: (field, choices), booleans read from true/false."""
-    from tcbench.tuning.compile_search import FIELDS
+    from tcbench.tuning.compile_search.search import FIELDS
 
     name, sep, values = text.partition("=")
     name = name.strip().replace("-", "_")
@@ -159,7 +159,7 @@ def _shared_storage(storage: str | None, what: str) -> None:
     from tcbench.core.spec import SpecError
     from tcbench.store.api import default_path
     from tcbench.store.postgres import mask
-    from tcbench.tuning.workers import SHARED
+    from tcbench.tuning.lr.workers import SHARED
 
     if storage is None:
         raise SpecError("storage", None, SHARED, f"{what} needs a --storage: a study kept in memory is not shared "
@@ -172,7 +172,7 @@ def _shared_storage(storage: str | None, what: str) -> None:
 
 
 def cmd_tune_worker(a: argparse.Namespace) -> int:
-    from tcbench.tuning.workers import tune_worker
+    from tcbench.tuning.lr.workers import tune_worker
 
     _shared_storage(a.storage, "tune-worker")   # before the storage (and tcbench's store) is opened
     try:
@@ -199,7 +199,7 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
 
 
 def cmd_noise_scale(a: argparse.Namespace) -> int:
-    from tcbench.tuning.noise import noise_scale
+    from tcbench.tuning.lr.noise import noise_scale
 
     try:
         ns = noise_scale(job_spec(a, "eager"), micro_batches=a.micro_batches)
@@ -211,7 +211,7 @@ def cmd_noise_scale(a: argparse.Namespace) -> int:
 
 
 def cmd_predict_lr(a: argparse.Namespace) -> int:
-    from tcbench.tuning.prediction import predict_lr
+    from tcbench.tuning.lr.prediction import predict_lr
 
     try:
         p = predict_lr(job_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches,
@@ -296,7 +296,7 @@ def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
 
 
 def _add_tune_compile(sub: "argparse._SubParsersAction") -> None:
-    from tcbench.tuning.compile_search import PRUNERS, SAMPLERS
+    from tcbench.tuning.compile_search.search import PRUNERS, SAMPLERS
 
     p = command(sub, "tune-compile", "search the fastest compiled configuration that keeps loss parity (Optuna)",
                 "tcbench tune-compile --model bert-base-cased --size small --dropout 0 --budget-s 600",

@@ -167,7 +167,7 @@ class JobSpec:
     batch size are then the script's business (``batch_size`` is only the fallback for samples/s when the
     script does not say), and ``steps`` caps the steps it is measured for.
     noise_micro_batches: 0 (off), or k >= 2 dividing ``batch_size``: each step's gradient is taken over k
-    micro-batches separately (the same update) to measure the gradient noise scale (``tcbench.tuning.noise``;
+    micro-batches separately (the same update) to measure the gradient noise scale (``tcbench.tuning.lr.noise``;
     eager, fp32 only); the estimate is ``JobResult.extra.noise_scale``.
     nproc: data-parallel processes on this machine (1: a single process). N > 1 runs the job under torchrun
     (``torch.distributed.run``) with DistributedDataParallel — gloo on CPU, NCCL on CUDA — each process on its

@@ -15,6 +15,7 @@ until then.
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -68,3 +69,17 @@ def _finish(store: "Store", session: ComparisonSession, status: str) -> None:
                                 session.rounds)
         raise
     store.finish_comparison(session.comparison_id, status, info, session.rounds)
+
+
+class Either:
+    """A stop flag for one job of a study: set when the job's own event (its trial was pruned) or the user's is;
+    setting it sets the job's own."""
+
+    def __init__(self, own: threading.Event, user: threading.Event | None) -> None:
+        self.own, self.user = own, user
+
+    def is_set(self) -> bool:
+        return self.own.is_set() or (self.user is not None and self.user.is_set())
+
+    def set(self) -> None:
+        self.own.set()

@@ -1,18 +1,18 @@
-"""Tuning around a batch-size change: the largest batch that fits (``find_max_batch``), the gradient noise scale
-(``noise_scale``) and the learning rate it predicts (``predict_lr``), the Optuna search from that prediction
-(``retune_lr``), and both stages in one call (``two_stage``); the search of the compiled configuration
-(``tune_compile``). Every public name is re-exported from ``tcbench``.
+"""Tuning around a batch-size change, a room per feature:
 
-Modules: ``maxbatch``, ``noise`` (the estimator), ``prediction`` (the formulas), ``retune`` (the study),
-``compile_search`` (tune_compile; its space ``compile_space``, trials ``compile_trials`` and result
-``compile_result``), ``storage`` (Optuna storages and heartbeats), ``workers`` (several processes on one study), ``twostage``,
-``plots``, ``cli`` (the tuning commands)."""
+- ``batch/``: the largest batch that fits (``find_max_batch``);
+- ``lr/``: the gradient noise scale (``noise_scale``), the learning rate it predicts (``predict_lr``) and the
+  Optuna search from that prediction (``retune_lr``);
+- ``compile_search/``: the search of the compiled configuration (``tune_compile``).
 
+What they share sits here: ``storage`` (Optuna storages, heartbeats, study names), ``dashboard`` (optuna-dashboard
+over any study), ``plots`` (their figures). ``twostage`` runs batch and lr in one call (``two_stage``). Every
+public name is re-exported from ``tcbench``; the CLI's tuning commands are in ``tcbench.cli.tuning``."""
+
+from tcbench.tuning.batch import MaxBatchResult, find_max_batch
 from tcbench.tuning.compile_search import CompileConfig, CompileSearch, CompileSearchOptions, tune_compile
-from tcbench.tuning.maxbatch import MaxBatchResult, find_max_batch
-from tcbench.tuning.noise import NoiseScale, noise_scale
-from tcbench.tuning.prediction import LrPrediction, predict_lr
-from tcbench.tuning.retune import RetuneOptions, RetuneResult, retune_lr, rule_lrs
+from tcbench.tuning.lr import (LrPrediction, NoiseScale, RetuneOptions, RetuneResult, noise_scale, predict_lr,
+                               retune_lr, rule_lrs)
 from tcbench.tuning.twostage import TwoStageResult, two_stage
 
 __all__ = ["find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction",

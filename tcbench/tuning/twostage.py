@@ -22,12 +22,12 @@ from typing import Any, Sequence
 import pandas as pd
 
 from tcbench.core.events import Observer
-from tcbench.tuning.maxbatch import MaxBatchResult, find_max_batch
+from tcbench.tuning.batch.search import MaxBatchResult, find_max_batch
 from tcbench.core.results import JobResult
 from tcbench.core.spec import JobSpec
 from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
-from tcbench.tuning.retune import RetuneResult, retune_lr
+from tcbench.tuning.lr.retune import RetuneResult, retune_lr
 
 
 def time_to_loss(result: JobResult, target: float, smoothing: float = 0.1) -> float | None:

@@ -193,7 +193,7 @@ def test_the_api_entries_refuse_the_same_before_anything_runs(tmp_path, no_proce
 def test_a_narrowed_compile_space_starts_inside_itself():
     """``--space precision=bf16`` left the default (fp32) out, and the search's first trial was the default: Optuna
     refused it after the native job had run. The first trial is now the default where the space holds it."""
-    from tcbench.tuning.compile_space import CompileConfig, first_in
+    from tcbench.tuning.compile_search.space import CompileConfig, first_in
 
     space = {"compile_mode": ("default", "max-autotune-no-cudagraphs"), "compile_scope": ("model", "step"),
              "compile_optimizer": (True, False), "precision": ("fp32", "bf16"), "cpp_wrapper": (False, True)}

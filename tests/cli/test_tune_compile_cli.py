@@ -1,5 +1,5 @@
 """tcbench tune-compile: the answer and the trials on the terminal, --space parsed (booleans included), a bad
---space one line and exit 2, --json the whole result. Against the fake job of tests/tuning/test_compile_search.py."""
+--space one line and exit 2, --json the whole result. Against the fake job of tests/tuning/compile_search/test_compile_search.py."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pytest
 
 import tcbench as tc
 from tcbench.measure.noise_scale import NoiseScale, estimate
-from tcbench.tuning.prediction import lr_ratio, predict, ratio_range
+from tcbench.tuning.lr.prediction import lr_ratio, predict, ratio_range
 
 
 def _samples(d: int, g_norm: float, sigma: float, batch: int, k: int, steps: int, seed: int) -> tuple[list, float]:
@@ -151,7 +151,7 @@ def test_predict_lr_for_more_processes_is_the_prediction_for_the_global_batch(tm
 
 
 def test_the_noise_scale_of_a_data_parallel_job_is_looked_up_as_one_process_at_its_global_batch(tmp_path):
-    from tcbench.tuning.noise import one_process, stored_noise_scale
+    from tcbench.tuning.lr.noise import one_process, stored_noise_scale
 
     spec = tc.JobSpec(batch_size=8, nproc=2, lr=1e-3)
     one = one_process(spec)

@@ -55,10 +55,10 @@ def test_nnodes_needs_a_rendezvous_endpoint_and_a_node_rank_in_range():
     args = torchrun_args(spec, "{}", "/tmp/x")
     assert "--node-rank=1" in args and "--master-addr=10.0.0.1" in args and "--master-port=29500" in args
     assert "--standalone" not in args and "--standalone" in torchrun_args(JobSpec(**DDP), "{}", "/tmp/x")
-    from tcbench.tuning.noise import one_process
+    from tcbench.tuning.lr.noise import one_process
 
     assert one_process(spec).world_size == 1 and one_process(spec).batch_size == 8
-    from tcbench.tuning.prediction import target_batch
+    from tcbench.tuning.lr.prediction import target_batch
 
     assert target_batch(spec, nproc=4) == 4 * 4 * 2   # 4 processes of batch 4 on each of the 2 machines
 

@@ -145,7 +145,7 @@ def test_scaling_interrupted_mid_way_leaves_no_running_row(store, monkeypatch):
 
 def test_retune_lr_interrupted_mid_way_leaves_no_running_row(store, monkeypatch):
     import tcbench.runner.process as runner
-    from tcbench.tuning.retune import retune_lr
+    from tcbench.tuning.lr.retune import retune_lr
 
     run, calls = _fake_run()
     monkeypatch.setattr(runner, "run", run)
@@ -158,7 +158,7 @@ def test_retune_lr_interrupted_mid_way_leaves_no_running_row(store, monkeypatch)
 
 def test_find_max_batch_interrupted_mid_way_leaves_no_running_row(store, monkeypatch):
     import tcbench.runner.process as runner
-    from tcbench.tuning.maxbatch import find_max_batch
+    from tcbench.tuning.batch.search import find_max_batch
 
     run, calls = _fake_run()
     monkeypatch.setattr(runner, "run", run)

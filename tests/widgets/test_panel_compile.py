@@ -16,7 +16,7 @@ import pytest
 
 import tcbench as tc
 from tcbench.core import spec as core_spec
-from tcbench.tuning.compile_search import FIELDS, TRIAL_COLUMNS
+from tcbench.tuning.compile_search.search import FIELDS, TRIAL_COLUMNS
 from tcbench.widgets import Workbench
 from tcbench.widgets import _controls
 

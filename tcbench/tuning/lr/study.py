@@ -21,6 +21,7 @@ import pandas as pd
 from tcbench.core.events import Event, Observer, StepMeasured, TrialEnded
 from tcbench.core.extras import JobExtras
 from tcbench.core.spec import JobSpec
+from tcbench.runner.session import Either
 from tcbench.tuning.storage import BEAT_ATTR, fail_stale, heartbeat_on, lost_reasons
 
 TRIAL_COLUMNS = ["number", "lr", "value", "value_se", "learned", "state", "rule", "status", "steps_run", "duration_s",
@@ -164,19 +165,6 @@ def make_pruner(pruner: Any, steps: int, n_trials: int, storage: Any):
 
 
 # -- the objective: one job per trial ---------------------------------------------------------------------
-class Either:
-    """A stop flag that is set when the trial's own event or the user's event is."""
-
-    def __init__(self, own: threading.Event, user: threading.Event | None) -> None:
-        self.own, self.user = own, user
-
-    def is_set(self) -> bool:
-        return self.own.is_set() or (self.user is not None and self.user.is_set())
-
-    def set(self) -> None:
-        self.own.set()
-
-
 class Lost(Exception):
     """This process's trial was failed by another one (its heartbeat looked stale) and retried there."""
 

@@ -13,7 +13,7 @@ import traceback
 import pytest
 
 from tcbench import JobSpec, Store
-from tcbench.tuning.retune import retune_lr
+from tcbench.tuning.lr.retune import retune_lr
 
 from pgserver import fresh_database
 from test_pg_studies import KW, SPEC, _counted, _fake_run, _rules_once, _started

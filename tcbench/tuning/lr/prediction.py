@@ -1,4 +1,4 @@
-"""The learning rate for a new batch size from the gradient noise scale (the formulas: ``tcbench.tuning.noise``'s
+"""The learning rate for a new batch size from the gradient noise scale (the formulas: ``tcbench.tuning.lr.noise``'s
 docstring, "The prediction")."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tcbench.core.extras import NoiseScale, fmt_samples
-from tcbench.tuning.noise import noise_scale, stored_noise_scale
+from tcbench.tuning.lr.noise import noise_scale, stored_noise_scale
 
 OPTIMIZERS = ("adam", "sgd")
 

@@ -1,7 +1,7 @@
 """Several worker processes on one retune study: ``retune_lr(..., n_workers=N)`` and ``tcbench tune-worker``.
 
 A study on a database server (PostgreSQL) is shared by every process that opens its URL. Each worker runs the
-study's loop (``tcbench.tuning.study.optimize``): count the trials that count, start the next one while some are
+study's loop (``tcbench.tuning.lr.study.optimize``): count the trials that count, start the next one while some are
 missing, wait while the missing ones run elsewhere. What keeps N workers from doing too much:
 
 - the rule and prediction trials are enqueued once, by the ``retune_lr`` call that creates or resumes the study
@@ -40,7 +40,7 @@ from tcbench.core.errors import first_line
 from tcbench.job.process_tools import thread_names
 from tcbench.store.postgres import mask
 from tcbench.tuning.storage import open_storage
-from tcbench.tuning.study import (BudgetedHalving, StudyContext, counts, make_pruner, make_sampler, min_resource,
+from tcbench.tuning.lr.study import (BudgetedHalving, StudyContext, counts, make_pruner, make_sampler, min_resource,
                                   objective, optimize, prune_until, study_id, trials_frame)
 
 SETTINGS_ATTR = "tcbench:worker"   # study user attr: what a joining worker needs beyond retune's stored settings

@@ -28,9 +28,9 @@ The study is persistent like ``retune_lr``'s (``storage``: None in memory, ``"st
 resumable: calling again with the same ``study_name`` runs only what is missing (a stored trial is never run again),
 and refuses other settings.
 
-Here: ``tune_compile`` and its argument checks. The space and ``CompileConfig`` are in ``compile_space``, the
-study and its trials in ``compile_trials``, ``CompileSearch`` and the confirmation in ``compile_result``; the names
-other modules use are re-exported here.
+Here: ``tune_compile``, its options and argument checks. The space and ``CompileConfig`` are in ``space``, the
+study and its trials in ``trials``, ``CompileSearch`` and the confirmation in ``result``; the names other modules use
+are re-exported here.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ from tcbench.measure.metrics import learned
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
-from tcbench.tuning.compile_result import CompileSearch, confirm_best
-from tcbench.tuning.compile_space import (FIELDS, CompileConfig, bf16_supported, first_in, narrow, search_space,
+from tcbench.tuning.compile_search.result import CompileSearch, confirm_best
+from tcbench.tuning.compile_search.space import (FIELDS, CompileConfig, bf16_supported, first_in, narrow, search_space,
                                           size_of)
-from tcbench.tuning.compile_trials import (PRUNERS, SAMPLERS, TRIAL_COLUMNS, CompileStudyContext, best_config,
+from tcbench.tuning.compile_search.trials import (PRUNERS, SAMPLERS, TRIAL_COLUMNS, CompileStudyContext, best_config,
                                            open_study, search, trial_rows)
 from tcbench.tuning.storage import check_study_name, open_storage
 

@@ -26,7 +26,7 @@ import tcbench as tc
 from tcbench import JobSpec, Store
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import SpecError
-from tcbench.tuning.retune import retune_lr, rule_lrs
+from tcbench.tuning.lr.retune import retune_lr, rule_lrs
 
 LEGACY = dict(noise=False, budget="equal_steps")   # the study mechanics: the rules first, every trial `steps` long
 
@@ -38,7 +38,7 @@ ENGINE = {"connect_args": {"timeout": 60}}
 
 def _noise_job(spec):
     """The noise-scale job of the fake: B_noise far above the batches, so the prediction is the square-root rule."""
-    from tcbench.tuning.noise import NoiseScale
+    from tcbench.tuning.lr.noise import NoiseScale
 
     res = JobResult(spec=spec, status="ok", run_id=999)
     res.extra.noise_scale = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
@@ -271,7 +271,7 @@ def test_storage_store_and_in_memory_still_work(fake, store):
 
 BAD_URLS = [
     ("mysql://u:secret@127.0.0.1:1/db", "is not installed"),   # the driver missing (an unreachable server is tried
-    # again and then named unreachable, not "not allowed": tests/tuning/test_pg_studies.py)
+    # again and then named unreachable, not "not allowed": tests/tuning/lr/test_pg_studies.py)
     ("foo://u:secret@host/db", "knows no database kind 'foo'"),
     ("nonsense", "not a database URL"),
     ("sqlite:////nonexistent/dir/x.db", "the folder '/nonexistent/dir' does not exist"),
@@ -406,7 +406,7 @@ def test_study_whose_worker_is_sigkilled_mid_trial_retries_it_and_leaves_nothing
     kw = dict(n_trials=4, storage=url, study_name="killed", steps=16, eval_batches=2, seed=0, extra_lrs=[HUGE_LR])
     script = textwrap.dedent(f"""
         from tcbench import JobSpec, Store
-        from tcbench.tuning.retune import retune_lr
+        from tcbench.tuning.lr.retune import retune_lr
         retune_lr(JobSpec.from_json({TASK.to_json()!r}), 16, noise=False, budget='equal_steps', store=Store({str(tmp_path / 't.db')!r}), **{kw!r})
     """)
     log = open(tmp_path / "child.log", "w")

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from tcbench import JobSpec
-from tcbench.tuning.maxbatch import find_max_batch, search_max_batch
+from tcbench.tuning.batch.search import find_max_batch, search_max_batch
 
 
 def _fake(limit: int, crash_at: set[int] = frozenset()):
@@ -137,7 +137,7 @@ def test_real_search_survives_a_failing_probe(store, monkeypatch):
 
     The parent's input check would refuse that file before the probe starts; it is bypassed for this one spec so
     the job process itself meets the missing file — a crash only the job can see."""
-    import tcbench.tuning.maxbatch as mb
+    import tcbench.tuning.batch.search as mb
     from tcbench.runner import process as _runner
 
     real = mb._probe_spec

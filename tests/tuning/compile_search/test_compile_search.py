@@ -1,6 +1,6 @@
 """tune_compile: the search space, the parity constraint, pruning, duplicates, the budget, resuming and the answer,
 against a fake job whose step time and loss follow its configuration (fast); a real search on tiny GPT-2 lives in
-tests/tuning/test_compile_search_jobs.py."""
+tests/tuning/compile_search/test_compile_search_jobs.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import tcbench as tc
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.measure.metrics import job_figures
-from tcbench.tuning.compile_search import (CompileConfig, best_config, narrow, search_space, size_of, tune_compile)
+from tcbench.tuning.compile_search.search import (CompileConfig, best_config, narrow, search_space, size_of, tune_compile)
 
 SPEC = tc.JobSpec(dropout=0.0, steps=30, warmup_steps=3)
 
@@ -202,7 +202,7 @@ def test_the_confirmation_gives_both_speedups_with_intervals(calls, store):
 def test_best_config_skips_rejected_duplicate_and_unfinished_trials():
     import pandas as pd
 
-    from tcbench.tuning.compile_search import TRIAL_COLUMNS
+    from tcbench.tuning.compile_search.search import TRIAL_COLUMNS
 
     rows = [dict(number=0, label="a", compile_mode="default", compile_scope="model", compile_optimizer=True,
                  precision="fp32", cpp_wrapper=False, state="COMPLETE", median_step_ms=10.0, parity=True),

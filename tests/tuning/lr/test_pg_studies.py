@@ -3,7 +3,7 @@ trial lost or run twice, the rule trials once), a SIGKILLed worker's trial retri
 from elsewhere, and the errors for what cannot be shared or reached.
 
 The server is the session's own (the ``pg_url`` fixture, tests/pgserver.py; the tests marked ``postgres`` skip
-without PostgreSQL's binaries). No real training job runs: the job runner is a fake (as in test_tuning.py) that
+without PostgreSQL's binaries). No real training job runs: the job runner is a fake (as in test_retune.py) that
 logs each job's start to a file, since the workers are forked processes.
 """
 
@@ -23,7 +23,7 @@ import tcbench as tc
 from tcbench import JobSpec
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import SpecError
-from tcbench.tuning.retune import retune_lr, rule_lrs
+from tcbench.tuning.lr.retune import retune_lr, rule_lrs
 
 SPEC = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, steps=10, warmup_steps=1, lr=1e-3,
                dropout=0.0, threads=1)
@@ -125,7 +125,7 @@ def test_retune_lr_on_postgresql_resumes_and_never_shows_the_password(pg_url, jo
 def test_find_max_batch_keeps_its_probes_in_a_postgresql_study_and_a_second_search_runs_none(pg_url, store, monkeypatch):
     from test_maxbatch import _fake_runs
 
-    from tcbench.tuning.maxbatch import find_max_batch
+    from tcbench.tuning.batch.search import find_max_batch
 
     ran = _fake_runs(monkeypatch, limit=24)
     url = _with_password(pg_url)
@@ -193,7 +193,7 @@ def test_workers_forked_after_torch_used_its_threads_do_not_hang(pg_url, jobs, s
 # its autograd refuses (the engine started device threads for the stand-in CUDA device), with torch 2.9 it runs
 FORK_AFTER_COMPILE = """
 import json, os, sys, torch
-from tcbench.tuning.workers import autograd_fork_problem
+from tcbench.tuning.lr.workers import autograd_fork_problem
 before = autograd_fork_problem()
 x = torch.randn(4, requires_grad=True)
 torch.compile(lambda t: (t * 2).sin().sum(), backend="eager")(x.detach())
@@ -231,7 +231,7 @@ def test_forked_gp_workers_are_refused_by_name_where_autograd_cannot_run_in_them
     starts (each trial would fail), with what to do instead; the TPE sampler and one worker need no autograd there."""
     import optuna
 
-    import tcbench.tuning.workers as tw
+    import tcbench.tuning.lr.workers as tw
 
     monkeypatch.setattr(tw, "autograd_fork_problem", lambda: "torch's autograd engine runs 8 device threads")
     for sampler in ("gp", optuna.samplers.GPSampler(seed=0)):

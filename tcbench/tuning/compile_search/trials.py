@@ -20,8 +20,8 @@ import pandas as pd
 from tcbench.core.events import CompileTrialEnded, CompileTrialStarted, Event, Observer, StepMeasured
 from tcbench.core.spec import JobSpec
 from tcbench.measure.metrics import loss_parity
-from tcbench.tuning.compile_space import FIELDS, CompileConfig, every_config, size_of
-from tcbench.tuning.study import Either
+from tcbench.tuning.compile_search.space import FIELDS, CompileConfig, every_config, size_of
+from tcbench.runner.session import Either
 
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "none")

@@ -14,7 +14,7 @@ from tcbench.core.spec import JobSpec
 from tcbench.measure.interval import ratio_interval
 from tcbench.measure.metrics import EQUIVALENCE, steady, verdict
 from tcbench.store.api import Store
-from tcbench.tuning.compile_space import CompileConfig, size_of
+from tcbench.tuning.compile_search.space import CompileConfig, size_of
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Retune the learning rate after a batch-size change, with Optuna — starting from a prediction.
 
 From ``spec.lr`` at ``spec.batch_size`` (B0) and k = new_batch_size / B0, four guesses are enqueued first: the
-noise-scale prediction (``tcbench.tuning.noise``: the gradient noise scale measured on the native job, stored or
+noise-scale prediction (``tcbench.tuning.lr.noise``: the gradient noise scale measured on the native job, stored or
 measured now, and the surge form for Adam), the linear rule (lr·k), the square-root rule (lr·√k) and the original
 lr. Then the sampler (Optuna's GPSampler for up to 20 trials, else TPE; seeded) searches lr log-uniformly in
 [min(guesses) / search_factor, max(guesses) · search_factor].
@@ -20,7 +20,7 @@ compared with each guess on the same batches: it beats a guess only beyond noise
 
 **Pruning**: every ``report_every`` steps the mean training loss of that window is reported
 (``trial.report``); when the pruner says so, the job's stop event is set (the job ends
-``interrupted``) and the trial is pruned. The default (``"halving"``, :class:`tcbench.tuning.study.BudgetedHalving`)
+``interrupted``) and the trial is pruned. The default (``"halving"``, :class:`tcbench.tuning.lr.study.BudgetedHalving`)
 is successive halving with its budget fixed in advance: one decision, at a third of the steps (``min_resource``; judged earlier,
 the ranking follows how fast a rate falls at first, not where it ends: the short-horizon bias of Wu et al. 2018,
 which favours small rates, while large ones that fall fast and then stall lead early too): a trial goes on only when
@@ -67,12 +67,12 @@ from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.core.spec import JobSpec, SpecError
 from tcbench.store.api import Store
-from tcbench.tuning.result import FINALIST_COLUMNS, RetunePlan, RetuneResult, build_result
+from tcbench.tuning.lr.result import FINALIST_COLUMNS, RetunePlan, RetuneResult, build_result
 from tcbench.tuning.storage import check_study_name, heartbeat_on, open_storage
-from tcbench.tuning.study import (PRUNERS, SAMPLERS, StudyContext, full_trials, make_pruner, make_sampler,  # noqa: F401
+from tcbench.tuning.lr.study import (PRUNERS, SAMPLERS, StudyContext, full_trials, make_pruner, make_sampler,  # noqa: F401
                                   min_resource, objective, prepare_study, prune_until, sampler_name, study_id,
                                   trial_spec, trials_frame)
-from tcbench.tuning.workers import Claim, check_fork, check_workers, remember, run_workers
+from tcbench.tuning.lr.workers import Claim, check_fork, check_workers, remember, run_workers
 
 BUDGETS = ("equal_samples", "equal_steps")
 
@@ -95,7 +95,7 @@ def _check(spec: JobSpec, new_batch_size: int, n_trials: int, search_factor: flo
 
 
 def _check_choices(budget: str, sampler: Any, n_trials: int, pruner: Any, optimizer: str) -> None:
-    from tcbench.tuning.prediction import OPTIMIZERS
+    from tcbench.tuning.lr.prediction import OPTIMIZERS
 
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r} is not allowed; allowed: {', '.join(map(repr, BUDGETS))}")
@@ -217,7 +217,7 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, *, options: Retu
 
     Data parallel: the batches are global ones. ``nproc=N`` instead of ``new_batch_size`` retunes for the same
     per-process batch on N processes (global batch ``spec.batch_size × N``, from ``spec.global_batch``); every
-    trial then runs as one process at the global batch (``tcbench.tuning.noise.one_process``: the same updates,
+    trial then runs as one process at the global batch (``tcbench.tuning.lr.noise.one_process``: the same updates,
     without N processes per trial).
 
     Runs until the study holds ``n_trials`` trials that count (a resumed study only runs the rest;
@@ -233,11 +233,11 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, *, options: Retu
     get the runner's events plus ``tc.events.TrialEnded``, ``LrPredicted`` and ``FinalistEnded``.
 
     ``n_workers=N`` runs the trials in N worker processes forked from this one, on one study in a PostgreSQL
-    ``storage`` (``tcbench.tuning.workers``; ``tcbench tune-worker`` joins from elsewhere); their events reach
+    ``storage`` (``tcbench.tuning.lr.workers``; ``tcbench tune-worker`` joins from elsewhere); their events reach
     ``observer`` here, in this process, as they happen, and ``stop`` reaches them within a second.
     """
-    from tcbench.tuning.noise import one_process
-    from tcbench.tuning.prediction import target_batch
+    from tcbench.tuning.lr.noise import one_process
+    from tcbench.tuning.lr.prediction import target_batch
 
     o = merged(RetuneOptions, options, overrides, "retune_lr")
     processes = None if o.nproc is None else (spec.nproc, o.nproc)
@@ -354,8 +354,8 @@ def _finish_info(result: RetuneResult) -> dict:
 def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: Store, notify: Callable,
              stop: Any, processes: tuple[int, int] | None = None) -> tuple[Any, str]:
     """(the noise-scale prediction or None, why not); measuring the noise scale is one native job when needed."""
-    from tcbench.tuning.noise import NoiseScale, noise_scale, stored_noise_scale
-    from tcbench.tuning.prediction import predict
+    from tcbench.tuning.lr.noise import NoiseScale, noise_scale, stored_noise_scale
+    from tcbench.tuning.lr.prediction import predict
 
     if noise is False or noise is None:
         return None, "no prediction asked for (noise=False)"

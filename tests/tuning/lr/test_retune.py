@@ -15,7 +15,7 @@ import pytest
 import tcbench as tc
 from tcbench import JobSpec
 from tcbench.core.results import JobResult, StepRecord
-from tcbench.tuning.retune import retune_lr, rule_lrs
+from tcbench.tuning.lr.retune import retune_lr, rule_lrs
 
 LEGACY = dict(noise=False, budget="equal_steps", pruner="median", sampler="tpe")   # the study mechanics
 
@@ -24,7 +24,7 @@ OPT = 3e-3   # the fake job's best learning rate
 
 def _noise_job(spec):
     """The noise-scale job of the fake: B_noise far above the batches, so the prediction is the square-root rule."""
-    from tcbench.tuning.noise import NoiseScale
+    from tcbench.tuning.lr.noise import NoiseScale
 
     res = JobResult(spec=spec, status="ok", run_id=999)
     res.extra.noise_scale = NoiseScale(b_simple=1e5, low=5e4, high=2e5, tr_sigma=1.0, g2=1e-5,
@@ -211,7 +211,7 @@ def test_retune_for_more_processes_trains_one_process_at_the_global_batch(fake, 
 
 
 def test_halving_prunes_at_its_first_rung_and_never_past_half_the_steps(fake, store):
-    from tcbench.tuning.retune import min_resource, prune_until
+    from tcbench.tuning.lr.retune import min_resource, prune_until
 
     res = retune_lr(SPEC, 32, n_trials=8, seed=1, noise=False, budget="equal_steps", sampler="random",
                     pruner="halving", store=store)
@@ -228,7 +228,7 @@ def test_halving_prunes_at_its_first_rung_and_never_past_half_the_steps(fake, st
 def test_halving_lets_a_third_of_the_trials_train_past_its_rung(fake, store):
     """Each trial better than the last at the rung: Optuna's own successive halving, run one trial at a time, lets
     every one of them run to the end; tcbench's lets max(2, ⌈n_trials / 3⌉) go on and says why the rest stopped."""
-    from tcbench.tuning.retune import full_trials, min_resource
+    from tcbench.tuning.lr.retune import full_trials, min_resource
 
     # 5e-4 at batch 8 → 32: linear 2e-3, then sqrt 1e-3 and the original 5e-4 (worse at the rung), then two of your
     # own guesses closer and closer to the fake's best (3e-3): each the best so far when it reaches the rung
@@ -290,7 +290,7 @@ def test_plots_mark_both_rules_and_pruned_trials(fake, store):
 
 
 def test_time_to_loss_and_pick_batch():
-    from tcbench.tuning.maxbatch import MaxBatchResult
+    from tcbench.tuning.batch.search import MaxBatchResult
     from tcbench.tuning.twostage import final_smoothed_loss, pick_batch, time_to_loss
 
     res = JobResult(spec=SPEC, status="ok", records=[StepRecord(step=i, step_s=0.5, samples_s=1, tokens_s=1, mem_bytes=0,
@@ -336,7 +336,7 @@ def test_real_retune_rules_first_pruning_and_no_worse_than_linear(store):
     assert (finished.steps_run == 30).all() and finished.reason.str.contains("already finished").all(), pruned
     assert len(stopped) + len(finished) == len(pruned), pruned
 
-# A study process SIGKILLed mid-trial and resumed, with a diverging extra guess: tests/tuning/test_tuning_faults.py
+# A study process SIGKILLed mid-trial and resumed, with a diverging extra guess: tests/tuning/lr/test_retune_faults.py
 
 
 def test_a_prediction_equal_to_a_rule_shares_its_trial(fake, store):

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from tcbench.core.spec import JobSpec
-from tcbench.tuning.study import counts, lower_beyond_noise, trials_frame
+from tcbench.tuning.lr.study import counts, lower_beyond_noise, trials_frame
 
 FINALIST_COLUMNS = ["number", "lr", "rule", "seeds", "mean", "se", "values", "run_ids"]
 GUESSES = {"prediction": "noise-scale prediction", "linear": "linear rule (lr·k)", "sqrt": "square-root rule (lr·√k)",
