@@ -71,6 +71,24 @@ def pg_type(sqlite_type: str) -> str:
                   re.sub(r"\bREAL\b", "DOUBLE PRECISION", re.sub(r"\bINTEGER\b", "BIGINT", sqlite_type)))
 
 
+def _advisory(con: Any, call: str, keys: tuple[int, ...]) -> None:
+    from sqlalchemy import text
+
+    names = [f"k{i}" for i in range(len(keys))]
+    con.execute(text(f"SELECT {call}({', '.join(':' + n for n in names)})"), dict(zip(names, map(int, keys))))
+
+
+def advisory_lock(con: Any, *keys: int) -> None:
+    """Take PostgreSQL's session-level advisory lock ``keys`` (one bigint, or two ints) on ``con``, an SQLAlchemy
+    connection of the caller's (Optuna's storage): held until ``advisory_unlock`` or until the session ends."""
+    _advisory(con, "pg_advisory_lock", keys)
+
+
+def advisory_unlock(con: Any, *keys: int) -> None:
+    """Release the session-level advisory lock ``keys`` that ``advisory_lock`` took on ``con``."""
+    _advisory(con, "pg_advisory_unlock", keys)
+
+
 def _value(v: Any) -> Any:
     if isinstance(v, bool) or type(v).__name__ == "bool_":
         return int(v)
