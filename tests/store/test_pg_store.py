@@ -317,3 +317,35 @@ def test_compile_artifacts_are_kept_once_per_key_and_found_by_their_fields(locat
 
 def test_only_a_postgresql_store_is_shared(location):
     assert Store(location).shared == ("://" in location)
+
+
+def test_a_comparisons_labels_are_rows_in_order_and_may_contain_commas(location):
+    store = Store(location)
+    labels = ["eager", "inductor: max-autotune, bf16", "eager (A/A)"]
+    cid = store.insert_comparison("compare", JobSpec(), labels, 2, {})
+    other = store.insert_comparison("compare", JobSpec(), ["eager", "inductor"], 2, {})
+    assert store.comparison_labels(cid) == labels and store.comparison_labels(other) == ["eager", "inductor"]
+    rows = store.query("SELECT position, label FROM comparison_labels WHERE comparison_id = :cid ORDER BY position",
+                       {"cid": cid})
+    assert rows["label"].tolist() == labels and rows["position"].tolist() == [0, 1, 2]
+    assert Store(location, readonly=True).comparison_labels(cid) == labels
+
+
+def test_a_store_of_schema_5_with_comma_joined_labels_loads_and_is_migrated_to_rows(location):
+    """Schema 5 kept a comparison's labels only comma-joined in ``comparisons.backends``: read as they are when the
+    store is opened read-only, rewritten as rows (once) when it is opened for writing."""
+    st = Store(location)
+    first = st.insert_comparison("compare", JobSpec(), ["eager", "inductor", "eager (A/A)"], 2, {})
+    second = st.insert_comparison("scaling", JobSpec(), ["nproc=1", "nproc=2"], 1, {})
+    _raw(location, "DROP TABLE comparison_labels", _set_version(location, 5))
+    assert database(location).version(False) == 5
+    old = Store(location, readonly=True)
+    assert old.comparison_labels(first) == ["eager", "inductor", "eager (A/A)"]
+    assert old.comparison_labels(second) == ["nproc=1", "nproc=2"]
+    migrated = Store(location)
+    assert database(location).version(False) == SCHEMA_VERSION
+    assert migrated.comparison_labels(first) == ["eager", "inductor", "eager (A/A)"]
+    assert migrated.comparison_labels(second) == ["nproc=1", "nproc=2"]
+    Store(location)   # opened again: nothing is added twice
+    assert Store(location).query("SELECT COUNT(*) AS n FROM comparison_labels").iloc[0]["n"] == 5
+
