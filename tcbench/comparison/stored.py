@@ -5,10 +5,12 @@ noise floor of a spec."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tcbench.comparison.result import Comparison
@@ -64,8 +66,32 @@ def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
     return out
 
 
-def latest_noise_floor(spec: JobSpec, store: Store | None = None) -> dict[str, Any] | None:
-    """The newest stored noise floor for the same model, size, batch, sequence, precision and threads (or None)."""
+@dataclass(frozen=True)
+class StoredNoiseFloor:
+    """A stored noise floor (``tc.latest_noise_floor``): ``NoiseFloor.summary()``'s fields and when it was measured
+    (``created``, seconds since the epoch; None for one not stored yet)."""
+
+    comparison_id: int | None = None
+    backend: str | None = None
+    rounds: int | None = None
+    speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    resolvable: float | None = None
+    verdict_kind: str | None = None
+    verdict: str | None = None
+    created: float | None = None
+
+    @classmethod
+    def from_summary(cls, summary: dict[str, Any], created: float | None) -> "StoredNoiseFloor":
+        """From ``NoiseFloor.summary()`` (as measured, or as stored; a key this version does not know is left out)."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"created"}
+        return cls(**{k: v for k, v in summary.items() if k in names}, created=created)
+
+
+def latest_noise_floor(spec: JobSpec, store: Store | None = None) -> StoredNoiseFloor | None:
+    """The newest stored noise floor for the same model, size, backend, batch, sequence, precision and threads (or
+    None)."""
     try:
         store = store or Store(create=False)   # reading never creates a store
     except StoreMissing:
@@ -75,5 +101,5 @@ def latest_noise_floor(spec: JobSpec, store: Store | None = None) -> dict[str, A
         if all(getattr(found.spec, k) == getattr(spec, k) for k in keys):
             info = found.info.get("noise_floor")
             if info:
-                return {**info, "created": found.created}
+                return StoredNoiseFloor.from_summary(info, found.created)
     return None

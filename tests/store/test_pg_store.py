@@ -1,6 +1,7 @@
 """The store contract, run over both databases: an SQLite file and PostgreSQL (a fresh database per test on the
 session's own server, ``pg_url``). SQLite-only behaviour (paths, files, read-only folders) is in test_store.py."""
 
+import dataclasses
 import multiprocessing as mp
 import os
 import sqlite3
@@ -349,3 +350,22 @@ def test_a_store_of_schema_5_with_comma_joined_labels_loads_and_is_migrated_to_r
     Store(location)   # opened again: nothing is added twice
     assert Store(location).query("SELECT COUNT(*) AS n FROM comparison_labels").iloc[0]["n"] == 5
 
+
+def test_the_latest_noise_floor_is_a_dataclass_of_the_same_jobs_newest_first(location):
+    import tcbench as tc
+
+    store = Store(location)
+    spec = JobSpec(threads=2)
+    summary = dict(comparison_id=0, backend="eager", rounds=3, speedup=1.01, speedup_ci_low=0.97,
+                   speedup_ci_high=1.05, resolvable=1.05, verdict_kind="no measurable difference", verdict="…")
+    for resolvable in (1.08, 1.05):
+        cid = store.insert_comparison("noise-floor", spec, ["eager", "eager (A/A)"], 3, {})
+        store.finish_comparison(cid, "done", {"noise_floor": {**summary, "comparison_id": cid,
+                                                              "resolvable": resolvable}})
+    found = tc.latest_noise_floor(spec, store)
+    assert isinstance(found, tc.StoredNoiseFloor) and found.comparison_id == cid and found.resolvable == 1.05
+    assert found.created == store.comparison_row(cid)["created"] and found.verdict == "…"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found.resolvable = 1.0
+    assert tc.latest_noise_floor(spec.replace(threads=1), store) is None
+    assert tc.latest_noise_floor(spec.replace(batch_size=4), store) is None
