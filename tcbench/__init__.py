@@ -18,7 +18,7 @@ from tcbench.view import report
 from tcbench.core import events
 from tcbench.core.catalog import MODELS, SIZES, models_table
 from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor, compare, compare_configs,
-                                compare_script, latest_noise_floor, load_comparison, noise_floor)
+                                StoredNoiseFloor, compare_script, latest_noise_floor, load_comparison, noise_floor)
 from tcbench.core.cost import cost, cost_table, savings_pct
 from tcbench.job.diagnostics import table as diagnostics
 from tcbench.host.doctor import doctor
@@ -68,6 +68,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 __all__ = [
+    "StoredNoiseFloor",
     "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "JobExtras", "StepRecord", "html_table", "NATIVE", "Comparison", "NoiseFloor", "Store", "StoreError", "StoreMissing", "Profile",
     "run", "events", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
     "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",

@@ -344,7 +344,7 @@ class Workbench:
 
     def _show_noise_floor(self, nf: Any) -> None:
         self.noise_floor = nf
-        text = noise_floor_text({**nf.summary(), "created": time.time()})
+        text = noise_floor_text(tc.StoredNoiseFloor.from_summary(nf.summary(), time.time()))
         if self._bg.stopping:
             text += " — stopped before the end, so not kept as this machine's noise floor"
         self.noise_text.value = html.escape(text)

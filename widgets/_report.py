@@ -35,19 +35,20 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days ago"
 
 
-def noise_floor_text(info: dict | None, now: float | None = None) -> str:
+def noise_floor_text(info: tc.StoredNoiseFloor | None, now: float | None = None) -> str:
     """``"this machine resolves ≥ 1.06× now (A/A, measured 12 min ago)"`` from a stored noise floor
-    (``tc.latest_noise_floor`` / ``NoiseFloor.summary()`` plus ``created``); ``NOT_MEASURED`` for None."""
-    if not info:
+    (``tc.latest_noise_floor``, or ``tc.StoredNoiseFloor.from_summary`` of one just measured); ``NOT_MEASURED`` for
+    None."""
+    if info is None:
         return NOT_MEASURED
-    when = "" if info.get("created") is None else f", measured {_ago((now or time.time()) - float(info['created']))}"
-    resolvable = info.get("resolvable")
+    when = "" if info.created is None else f", measured {_ago((now or time.time()) - float(info.created))}"
+    resolvable = info.resolvable
     if resolvable is None or pd.isna(resolvable):
-        return f"noise floor unknown (A/A{when}): {info.get('verdict') or 'no complete pair'}"
+        return f"noise floor unknown (A/A{when}): {info.verdict or 'no complete pair'}"
     text = f"this machine resolves ≥ {float(resolvable):.2f}× now (A/A{when})"
-    kind = info.get("verdict_kind")
+    kind = info.verdict_kind
     if kind and kind != "no measurable difference":
-        text += f"; the A/A run itself came out {kind}: {info.get('verdict')}"
+        text += f"; the A/A run itself came out {kind}: {info.verdict}"
     return text
 
 

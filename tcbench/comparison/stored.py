@@ -5,10 +5,12 @@ noise floor of a spec."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tcbench.comparison.result import Comparison
@@ -26,7 +28,7 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
     row = store.comparison_row(comparison_id)
     info = json.loads(row.get("info_json") or "{}")
     rule = RoundsRule(**info["rule"]) if isinstance(info.get("rule"), dict) else None
-    cmp = Comparison(spec=JobSpec.from_stored(row["spec_json"]), backends=row["backends"].split(","),
+    cmp = Comparison(spec=JobSpec.from_stored(row["spec_json"]), backends=store.comparison_labels(comparison_id),
                      rounds=int(row["rounds"]), comparison_id=int(comparison_id), kind=row["kind"] or "compare",
                      rule=rule, stop_reason=str(info.get("stop_reason") or ""),
                      stop_kind=str(info.get("stop_kind") or ""),
@@ -45,18 +47,12 @@ def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
     host in the last ``days`` (k of them, ``MIN_EARLIER`` at least), from their stored per-round median steps
     (``interval.heterogeneity``; rounds with a disturbed job left out, so a loaded comparison never counts). Empty
     where there are too few, or where they agree. A warning, never part of an interval."""
-    rows = store.query(
-        "SELECT r.comparison_id, r.round, r.backend, r.label, r.median_step_s FROM runs r JOIN comparisons c "
-        "ON r.comparison_id = c.comparison_id WHERE c.comparison_id IN (SELECT comparison_id FROM comparisons "
-        "WHERE kind = :kind AND status = 'done' AND spec_json = :spec AND created > :since "
-        "ORDER BY comparison_id DESC LIMIT :limit) AND r.status = 'ok' AND r.host = :host AND r.median_step_s > 0 "
-        "AND (r.noisy IS NULL OR r.noisy = 0)",
-        {"kind": cmp.kind, "spec": cmp.spec.to_json(), "since": time.time() - days * 86400, "limit": limit,
-         "host": socket.gethostname()})
-    steps: dict[tuple[int, int, str], float] = {}
-    for r in rows.itertuples():
-        name = r.label or r.backend   # a job's label is stored only for an A/A twin
-        steps[(int(r.comparison_id), int(r.round), name)] = float(r.median_step_s)
+    want = cmp.spec.to_dict()   # matched by the spec's fields, not its stored text
+    same = [c.comparison_id for c in store.done_comparisons(cmp.kind, cmp.spec.model, cmp.spec.size,
+                                                            since=time.time() - days * 86400)
+            if c.spec.to_dict() == want][:limit]
+    steps = {(s.comparison_id, s.round, s.name): s.median_step_s
+             for s in store.round_steps(same, socket.gethostname())}
     out = {}
     for label in cmp.backends[1:]:
         earlier: dict[int, list[float]] = {}
@@ -70,19 +66,40 @@ def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
     return out
 
 
-def latest_noise_floor(spec: JobSpec, store: Store | None = None) -> dict[str, Any] | None:
-    """The newest stored noise floor for the same model, size, batch, sequence, precision and threads (or None)."""
+@dataclass(frozen=True)
+class StoredNoiseFloor:
+    """A stored noise floor (``tc.latest_noise_floor``): ``NoiseFloor.summary()``'s fields and when it was measured
+    (``created``, seconds since the epoch; None for one not stored yet)."""
+
+    comparison_id: int | None = None
+    backend: str | None = None
+    rounds: int | None = None
+    speedup: float | None = None
+    speedup_ci_low: float | None = None
+    speedup_ci_high: float | None = None
+    resolvable: float | None = None
+    verdict_kind: str | None = None
+    verdict: str | None = None
+    created: float | None = None
+
+    @classmethod
+    def from_summary(cls, summary: dict[str, Any], created: float | None) -> "StoredNoiseFloor":
+        """From ``NoiseFloor.summary()`` (as measured, or as stored; a key this version does not know is left out)."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"created"}
+        return cls(**{k: v for k, v in summary.items() if k in names}, created=created)
+
+
+def latest_noise_floor(spec: JobSpec, store: Store | None = None) -> StoredNoiseFloor | None:
+    """The newest stored noise floor for the same model, size, backend, batch, sequence, precision and threads (or
+    None)."""
     try:
         store = store or Store(create=False)   # reading never creates a store
     except StoreMissing:
         return None   # nothing measured yet
-    df = store.query("SELECT spec_json, info_json, created FROM comparisons WHERE kind='noise-floor' "
-                     "AND status='done' ORDER BY comparison_id DESC")
-    keys = ("model", "size", "backend", "batch_size", "seq_len", "precision", "threads")
-    for row in df.itertuples():
-        other = json.loads(row.spec_json)
-        if all(other.get(k) == getattr(spec, k) for k in keys):
-            info = json.loads(row.info_json or "{}").get("noise_floor")
+    keys = ("backend", "batch_size", "seq_len", "precision", "threads")
+    for found in store.done_comparisons("noise-floor", spec.model, spec.size):
+        if all(getattr(found.spec, k) == getattr(spec, k) for k in keys):
+            info = found.info.get("noise_floor")
             if info:
-                return {**info, "created": row.created}
+                return StoredNoiseFloor.from_summary(info, found.created)
     return None

@@ -164,7 +164,7 @@ def load_scaling(comparison_id: int, store: Store | None = None) -> ScalingResul
         raise ValueError(f"comparison_id={comparison_id!r} is a {row['kind']!r} comparison; allowed: the id of a "
                          "tc.scaling measurement (kind 'scaling')")
     spec = JobSpec.from_stored(row["spec_json"])
-    counts = tuple(int(b.split("=", 1)[1]) for b in row["backends"].split(","))
+    counts = tuple(int(b.split("=", 1)[1]) for b in store.comparison_labels(comparison_id))
     result = ScalingResult(spec=spec, nprocs=counts, rounds=int(row["rounds"]), comparison_id=int(comparison_id))
     for _, r in store.comparison_runs(comparison_id).iterrows():
         res = result_from_row(r.to_dict(), store)

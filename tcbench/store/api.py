@@ -2,11 +2,12 @@
 
 Tables: ``runs`` (one row per job, inserted when it starts and completed when it ends), ``steps``
 (one row per optimizer step, committed as it arrives, so a killed job or kernel loses nothing
-already measured), ``comparisons`` and ``probes``. Plain columns and JSON text only: no pickle,
-no ``eval`` on load. The columns of ``runs`` and ``steps`` are derived from the result dataclasses
-(``JobResult``, ``JobFigures``, ``StepRecord``); inserts name their columns. The schema carries a
-version (``PRAGMA user_version``; on PostgreSQL a ``tcbench_meta`` row): an older store is upgraded when
-opened, a newer one is refused. The store is ``$TCBENCH_DB`` (a path, ``sqlite:///path`` or
+already measured), ``comparisons`` (their job labels in ``comparison_labels``, one row each) and
+``probes``. Plain columns and JSON text only: no pickle, no ``eval`` on load. The columns of ``runs``
+and ``steps`` are derived from the result dataclasses (``JobResult``, ``JobFigures``, ``StepRecord``);
+inserts name their columns. tcbench's other modules read through the store's named methods, never SQL of their own.
+The schema carries a version (``PRAGMA user_version``; on PostgreSQL a ``tcbench_meta`` row): an older store
+is upgraded when opened, a newer one is refused. The store is ``$TCBENCH_DB`` (a path, ``sqlite:///path`` or
 ``postgresql://user:password@host:port/db``, see ``store/postgres.py``), else ``$TCBENCH_HOME/tcbench.db``, else
 ``~/.cache/tcbench/tcbench.db``; it is read on every call so a notebook can switch stores.
 
@@ -29,19 +30,23 @@ import json
 import os
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from tcbench.core.extras import JobExtras
 from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, sql_type
+from tcbench.core.spec import JobSpec
 from tcbench.host.paths import home, private_dir
 from tcbench.host.processes import end_leftovers, pid_alive
 from tcbench.store.base import Database, StoreError, StoreMissing, StoreUnreachable  # noqa: F401 (StoreMissing: re-exported)
 from tcbench.store.postgres import Postgres, mask
 from tcbench.store.sqlite import SQLite
 
-SCHEMA_VERSION = 5   # 4: the compile phases (core.results.CompilePhases) among a run's figures; 5: compile_artifacts
+SCHEMA_VERSION = 6   # 4: the compile phases (core.results.CompilePhases) among a run's figures; 5: compile_artifacts;
+#                      6: a comparison's labels as rows (comparison_labels), no longer only its comma-joined backends
 HEARTBEAT_S = 30.0    # a running job's parent touches its row at least this often
 STALE_S = 600.0       # a running row without a heartbeat for this long is interrupted when the store is opened
 
@@ -70,13 +75,59 @@ TABLES: dict[str, list[tuple[str, str]]] = {
                     ("model", "TEXT"), ("size", "TEXT"), ("backends", "TEXT"), ("rounds", "INTEGER"),
                     ("status", "TEXT"), ("spec_json", "TEXT"), ("info_json", "TEXT"), ("pid", "INTEGER"),
                     ("host", "TEXT"), ("heartbeat", "REAL")],
+    # a comparison's job labels in order (its ``backends`` column keeps them comma-joined, for display only)
+    "comparison_labels": [("comparison_id", "INTEGER"), ("position", "INTEGER"), ("label", "TEXT")],
     "probes": [("name", "TEXT"), ("created", "REAL"), ("host", "TEXT"), ("value", "REAL"), ("info_json", "TEXT"),
                ("threads", "INTEGER"), ("dtype", "TEXT"), ("torch", "TEXT"), ("disturbed", "TEXT DEFAULT ''")],
     # compile artifacts kept for a team (tcbench.job.artifacts: the key, the fields it is made of, torch's bytes)
     "compile_artifacts": [("artifact_key", "TEXT"), ("created", "REAL"), ("host", "TEXT"), ("fields_json", "TEXT"),
                           ("sha256", "TEXT"), ("bytes", "INTEGER"), ("data", "BLOB")],
 }
-_KEYS = {"steps": ", PRIMARY KEY (run_id, step)", "compile_artifacts": ", PRIMARY KEY (artifact_key)"}
+_KEYS = {"steps": ", PRIMARY KEY (run_id, step)", "compile_artifacts": ", PRIMARY KEY (artifact_key)",
+         "comparison_labels": ", PRIMARY KEY (comparison_id, position)"}
+_LABELS_SINCE = 6   # the schema version that keeps a comparison's labels as rows
+_INSERT_LABEL = ("INSERT INTO comparison_labels (comparison_id, position, label) VALUES (:cid, :position, :label) "
+                 "ON CONFLICT (comparison_id, position) DO NOTHING")
+
+
+def _upgrade(tx: Any, found: int) -> None:
+    """What an older schema kept otherwise, rewritten in the upgrade's transaction: before schema 6 a comparison's
+    labels were only its comma-joined ``backends`` (labels could not contain commas then)."""
+    if found >= _LABELS_SINCE:
+        return
+    rows = tx.fetch("SELECT comparison_id, backends FROM comparisons WHERE comparison_id NOT IN "
+                    "(SELECT comparison_id FROM comparison_labels)")
+    tx.executemany(_INSERT_LABEL, [{"cid": int(cid), "position": i, "label": label}
+                                   for cid, text in rows if text for i, label in enumerate(text.split(","))])
+
+
+@dataclass(frozen=True)
+class StoredComparison:
+    """A finished comparison as ``Store.done_comparisons`` reads it: its spec and info parsed from their JSON."""
+
+    comparison_id: int
+    created: float
+    spec: JobSpec
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RoundStep:
+    """One ok job's median step in a stored comparison's round (``Store.round_steps``)."""
+
+    comparison_id: int
+    round: int
+    name: str             # the job's label where one is stored (an A/A twin, a variant), else its backend
+    median_step_s: float
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """An ok run as ``Store.ok_runs`` reads it: its spec and extra information parsed from their JSON."""
+
+    run_id: int
+    spec: JobSpec
+    extra: JobExtras
 
 
 def default_path() -> Path | str:
@@ -132,11 +183,12 @@ class Store:
         self._db = database(path, create)
         self.path = self._db.path
         self.readonly = self._db.open(readonly)
+        self.schema = self._check_version()   # a store opened read-only keeps an older schema: readers follow it
         if self.readonly:
-            self._check_version()
             return
-        if self._check_version() < SCHEMA_VERSION or create:   # a reader of a current store writes no schema
-            self._db.migrate(TABLES, _KEYS, SCHEMA_VERSION)
+        if self.schema < SCHEMA_VERSION or create:   # a reader of a current store writes no schema
+            self._db.migrate(TABLES, _KEYS, SCHEMA_VERSION, _upgrade)
+            self.schema = SCHEMA_VERSION
         self.merge_spool()
         self.reconcile()
 
@@ -224,11 +276,17 @@ class Store:
             self._update_run(tx, result.run_id, self._finish_values(result))
 
     def insert_comparison(self, kind: str, spec: Any, backends: list[str], rounds: int, info: dict) -> int:
+        """A new running comparison and its labels (``backends``, in order: one row each); its id."""
+        self.require_writable()
         now = time.time()
-        return self._insert("comparisons", dict(
-            created=now, heartbeat=now, kind=kind, model=spec.model, size=spec.size, backends=",".join(backends),
-            rounds=rounds, status="running", spec_json=spec.to_json(), info_json=json.dumps(info, default=str),
-            pid=os.getpid(), host=socket.gethostname()), "comparison_id")
+        with self._db.transaction(60.0) as tx:
+            cid = tx.insert("comparisons", dict(
+                created=now, heartbeat=now, kind=kind, model=spec.model, size=spec.size, backends=",".join(backends),
+                rounds=rounds, status="running", spec_json=spec.to_json(), info_json=json.dumps(info, default=str),
+                pid=os.getpid(), host=socket.gethostname()), "comparison_id")
+            tx.executemany(_INSERT_LABEL, [{"cid": cid, "position": i, "label": label}
+                                           for i, label in enumerate(backends)])
+        return cid
 
     def finish_comparison(self, comparison_id: int, status: str, info: dict, rounds: int | None = None) -> None:
         """The comparison's final status and info (and, for adaptive rounds, how many rounds ran)."""
@@ -400,6 +458,47 @@ class Store:
         if df.empty:
             raise KeyError(f"comparison_id={comparison_id} is not in the store {self.path}")
         return df.iloc[0].to_dict()
+
+    def comparison_labels(self, comparison_id: int) -> list[str]:
+        """The comparison's job labels in order (the native job's first)."""
+        if self.schema < _LABELS_SINCE:   # an older store opened read-only: its labels are comma-joined
+            text = self.comparison_row(comparison_id)["backends"]
+            return text.split(",") if text else []
+        df = self.query("SELECT label FROM comparison_labels WHERE comparison_id=:cid ORDER BY position",
+                        {"cid": int(comparison_id)})
+        return [str(label) for label in df["label"]]
+
+    def done_comparisons(self, kind: str, model: str | None = None, size: str | None = None,
+                         since: float | None = None) -> list[StoredComparison]:
+        """The finished comparisons of ``kind`` (of ``model`` and ``size``, created after ``since``, where given),
+        newest first; which of their specs match is for the caller to say (by their fields)."""
+        given = {k: v for k, v in {"model": model, "size": size}.items() if v is not None}
+        where = "".join(f" AND {k} = :{k}" for k in given) + ("" if since is None else " AND created > :since")
+        df = self.query("SELECT comparison_id, created, spec_json, info_json FROM comparisons WHERE kind = :kind "
+                        f"AND status = 'done'{where} ORDER BY comparison_id DESC",
+                        {"kind": kind, **given, **({} if since is None else {"since": since})})
+        return [StoredComparison(int(r.comparison_id), float(r.created), JobSpec.from_stored(r.spec_json),
+                                 json.loads(r.info_json or "{}")) for r in df.itertuples()]
+
+    def round_steps(self, comparison_ids: list[int], host: str) -> list[RoundStep]:
+        """The median step of every ok, undisturbed job run on ``host`` in these comparisons (none: empty)."""
+        if not comparison_ids:
+            return []
+        ids = {f"c{i}": int(cid) for i, cid in enumerate(comparison_ids)}
+        df = self.query(f"SELECT comparison_id, round, backend, label, median_step_s FROM runs WHERE comparison_id IN "
+                        f"({', '.join(':' + k for k in ids)}) AND status = 'ok' AND host = :host "
+                        "AND median_step_s > 0 AND (noisy IS NULL OR noisy = 0)", {**ids, "host": host})
+        return [RoundStep(int(r.comparison_id), int(r.round), r.label or r.backend, float(r.median_step_s))
+                for r in df.itertuples()]
+
+    def ok_runs(self, backend: str, model: str, size: str, batch_size: int, precision: str) -> list[StoredRun]:
+        """The runs that ended ok with these columns, newest first; which of their specs match is the caller's."""
+        df = self.query("SELECT run_id, spec_json, extra_json FROM runs WHERE status = 'ok' AND backend = :backend "
+                        "AND model = :model AND size = :size AND batch_size = :batch AND precision = :precision "
+                        "ORDER BY run_id DESC", {"backend": backend, "model": model, "size": size, "batch": batch_size,
+                                                 "precision": precision})
+        return [StoredRun(int(r.run_id), JobSpec.from_stored(r.spec_json), JobExtras.from_json(r.extra_json))
+                for r in df.itertuples()]
 
     def comparison_runs(self, comparison_id: int) -> pd.DataFrame:
         return self.query("SELECT * FROM runs WHERE comparison_id=:cid ORDER BY run_id", {"cid": int(comparison_id)})

@@ -61,8 +61,10 @@ class Database:
     """Where the store's rows live: one per kind of database (``sqlite.SQLite``, ``postgres.Postgres``).
 
     SQL is written with ``:name`` parameters and a dict of values (SQLite takes them as they are; PostgreSQL's
-    SQLAlchemy binds them); ``transaction`` yields an object with ``execute``, ``executemany`` (a list of dicts)
-    and ``insert`` (the new row's key), committed when the block ends.
+    SQLAlchemy binds them); ``transaction`` yields an object with ``execute``, ``executemany`` (a list of dicts),
+    ``fetch`` (the rows as tuples) and ``insert`` (the new row's key), committed when the block ends. ``migrate``
+    creates the tables and columns a store lacks, then calls ``upgrade(tx, found)`` in the same transaction
+    (``found``: the version the store had) to rewrite data an older schema kept otherwise.
     """
 
     path: Path | str        # how messages name the store (a URL with its password masked)
@@ -70,7 +72,7 @@ class Database:
 
     def open(self, readonly: bool | None) -> bool: ...      # check the location; whether to open read-only
     def version(self, readonly: bool) -> int: ...
-    def migrate(self, tables: dict, keys: dict, version: int) -> None: ...
+    def migrate(self, tables: dict, keys: dict, version: int, upgrade: Any = None) -> None: ...
     def transaction(self, timeout: float, readonly: bool = False) -> Any: ...
     def query(self, sql: str, params: dict, readonly: bool) -> pd.DataFrame: ...
     def spool_dirs(self) -> list[Path]: ...

@@ -8,7 +8,8 @@ Opened through SQLAlchemy Core with the driver its URL names: plain ``postgresql
 The tables are ``_store.TABLES``, typed for PostgreSQL: INTEGER → BIGINT (byte counts pass 2**31), REAL →
 DOUBLE PRECISION (timestamps), ``INTEGER PRIMARY KEY AUTOINCREMENT`` → an identity column read back with
 ``RETURNING``. The schema version is the ``schema_version`` row of ``tcbench_meta``; the upgrade (tables and
-columns an older store lacks) runs under an advisory lock, so processes opening a new store at once do not race.
+columns an older store lacks, data it kept otherwise) runs under an advisory lock, so processes opening a new store
+at once do not race.
 Booleans are written as 0/1 and NaN as NULL, as SQLite stores them, so history, reports and exports read the same
 rows either way.
 
@@ -71,6 +72,24 @@ def pg_type(sqlite_type: str) -> str:
                   re.sub(r"\bREAL\b", "DOUBLE PRECISION", re.sub(r"\bINTEGER\b", "BIGINT", sqlite_type)))
 
 
+def _advisory(con: Any, call: str, keys: tuple[int, ...]) -> None:
+    from sqlalchemy import text
+
+    names = [f"k{i}" for i in range(len(keys))]
+    con.execute(text(f"SELECT {call}({', '.join(':' + n for n in names)})"), dict(zip(names, map(int, keys))))
+
+
+def advisory_lock(con: Any, *keys: int) -> None:
+    """Take PostgreSQL's session-level advisory lock ``keys`` (one bigint, or two ints) on ``con``, an SQLAlchemy
+    connection of the caller's (Optuna's storage): held until ``advisory_unlock`` or until the session ends."""
+    _advisory(con, "pg_advisory_lock", keys)
+
+
+def advisory_unlock(con: Any, *keys: int) -> None:
+    """Release the session-level advisory lock ``keys`` that ``advisory_lock`` took on ``con``."""
+    _advisory(con, "pg_advisory_unlock", keys)
+
+
 def _value(v: Any) -> Any:
     if isinstance(v, bool) or type(v).__name__ == "bool_":
         return int(v)
@@ -107,6 +126,9 @@ class _Tx:
 
         if rows:
             self.con.execute(text(sql), [_params(r) for r in rows])
+
+    def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple]:
+        return [tuple(row) for row in self.execute(sql, params).fetchall()]
 
     def insert(self, table: str, values: dict[str, Any], key: str) -> int:
         import sqlalchemy as sa
@@ -199,8 +221,9 @@ class Postgres(Database):
         value = tx.execute("SELECT value FROM tcbench_meta WHERE key = 'schema_version'").scalar()
         return int(value) if value is not None else 0
 
-    def migrate(self, tables: dict, keys: dict, version: int) -> None:
-        """Create what is missing (tables, columns, the version row) under an advisory lock; nothing when complete."""
+    def migrate(self, tables: dict, keys: dict, version: int, upgrade: Any = None) -> None:
+        """Create what is missing (tables, columns, the version row) and rewrite an older schema's data
+        (``upgrade``) under an advisory lock; nothing when complete."""
         with self.transaction(60.0) as tx:
             tx.execute("SELECT pg_advisory_xact_lock(:key)", {"key": _LOCK})
             found = self._version(tx)
@@ -220,6 +243,8 @@ class Postgres(Database):
                     if name not in have[table]:
                         tx.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} "
                                    f"{pg_type(typ.replace(' PRIMARY KEY AUTOINCREMENT', ''))}")
+            if upgrade is not None:
+                upgrade(tx, found)
             if found != version:
                 tx.execute("CREATE TABLE IF NOT EXISTS tcbench_meta (key TEXT PRIMARY KEY, value TEXT)")
                 tx.execute("INSERT INTO tcbench_meta (key, value) VALUES ('schema_version', :v) "

@@ -32,6 +32,9 @@ class _Tx:
     def executemany(self, sql: str, rows: list[Mapping[str, Any]]) -> None:
         self.con.executemany(sql, rows)
 
+    def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple]:
+        return self.con.execute(sql, dict(params or {})).fetchall()
+
     def insert(self, table: str, values: dict[str, Any], key: str) -> int:
         cols = list(values)
         cur = self.con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)})",
@@ -105,10 +108,11 @@ class SQLite(Database):
         finally:
             con.close()
 
-    def migrate(self, tables: dict, keys: dict, version: int) -> None:
+    def migrate(self, tables: dict, keys: dict, version: int, upgrade: Any = None) -> None:
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")
+            found = con.execute("PRAGMA user_version").fetchone()[0]
             for table, cols in tables.items():
                 con.execute(f"CREATE TABLE IF NOT EXISTS {table} ("
                             + ", ".join(f"{n} {t}" for n, t in cols) + keys.get(table, "") + ")")
@@ -117,6 +121,8 @@ class SQLite(Database):
                     if name not in have:
                         con.execute(f"ALTER TABLE {table} ADD COLUMN {name} "
                                     f"{typ.replace(' PRIMARY KEY AUTOINCREMENT', '')}")
+            if upgrade is not None:
+                upgrade(_Tx(con), found)
             con.execute(f"PRAGMA user_version={version}")
             con.execute("COMMIT")
         finally:

@@ -89,14 +89,16 @@ def _schema_lock(url: Any, kwargs: dict) -> Iterator[None]:
     import sqlalchemy as sa
     from sqlalchemy.pool import NullPool
 
+    from tcbench.store.postgres import advisory_lock, advisory_unlock
+
     engine = sa.create_engine(url, poolclass=NullPool, **kwargs)
     try:
         with engine.connect() as con:
-            con.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": OPTUNA_LOCK})
+            advisory_lock(con, OPTUNA_LOCK)
             try:
                 yield
             finally:
-                con.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": OPTUNA_LOCK})
+                advisory_unlock(con, OPTUNA_LOCK)
     finally:
         engine.dispose()
 

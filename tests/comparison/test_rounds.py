@@ -184,3 +184,36 @@ def test_the_budget_never_leaves_a_single_round(store, fake):
     cmp = cmp_mod.compare(SPEC, resolve=0.05, budget_s=60, store=store)
     assert cmp.rounds == 2 and len(calls) == 4 and cmp.stop_reason.startswith("budget spent")
     assert "single round" not in cmp.row("inductor").verdict
+
+
+def test_earlier_comparisons_are_found_by_their_spec_fields_not_its_stored_text(store, fake):
+    """Earlier comparisons whose stored spec is the same job written otherwise (its keys in another order, a field
+    an older tcbench did not have yet left out, one this tcbench no longer knows added) still count."""
+    import sqlite3
+
+    for seed, ratio in enumerate((0.92, 1.0, 1.12)):
+        fake(ratio=ratio, process_sd=0.01, seed=seed)
+        cmp_mod.compare(SPEC, rounds=3, store=store)
+    con = sqlite3.connect(store.path)
+    for cid, text in con.execute("SELECT comparison_id, spec_json FROM comparisons").fetchall():
+        fields = json.loads(text)
+        assert fields.pop("noise_micro_batches") == JobSpec().noise_micro_batches   # a default an older one lacked
+        other = json.dumps({"retired_field": 1, **dict(reversed(list(fields.items())))})
+        assert other != text and JobSpec.from_stored(other).to_dict() == JobSpec.from_stored(text).to_dict()
+        con.execute("UPDATE comparisons SET spec_json = ? WHERE comparison_id = ?", (other, cid))
+    con.commit()
+    con.close()
+    fake(ratio=1.05, process_sd=0.01, seed=7)
+    fixed = cmp_mod.compare(SPEC, rounds=3, store=store)
+    assert fixed.between["inductor"][1] == 3, fixed.between
+
+
+def test_a_variant_label_may_contain_commas_and_is_loaded_back_as_it_was(store, fake):
+    fake(ratio=1.1, process_sd=0.01)
+    label = "inductor: max-autotune, bf16"
+    cmp = cmp_mod.compare_configs(SPEC, {label: SPEC.replace(backend="inductor")}, rounds=2, store=store)
+    assert cmp.backends == ["eager", label]
+    assert store.comparison_labels(cmp.comparison_id) == ["eager", label]
+    again = cmp_mod.load_comparison(cmp.comparison_id, store)
+    assert again.backends == ["eager", label] and set(again.variants) == {label}
+    assert again.row(label).speedup == pytest.approx(cmp.row(label).speedup)

@@ -1,6 +1,7 @@
 """The store contract, run over both databases: an SQLite file and PostgreSQL (a fresh database per test on the
 session's own server, ``pg_url``). SQLite-only behaviour (paths, files, read-only folders) is in test_store.py."""
 
+import dataclasses
 import multiprocessing as mp
 import os
 import sqlite3
@@ -317,3 +318,54 @@ def test_compile_artifacts_are_kept_once_per_key_and_found_by_their_fields(locat
 
 def test_only_a_postgresql_store_is_shared(location):
     assert Store(location).shared == ("://" in location)
+
+
+def test_a_comparisons_labels_are_rows_in_order_and_may_contain_commas(location):
+    store = Store(location)
+    labels = ["eager", "inductor: max-autotune, bf16", "eager (A/A)"]
+    cid = store.insert_comparison("compare", JobSpec(), labels, 2, {})
+    other = store.insert_comparison("compare", JobSpec(), ["eager", "inductor"], 2, {})
+    assert store.comparison_labels(cid) == labels and store.comparison_labels(other) == ["eager", "inductor"]
+    rows = store.query("SELECT position, label FROM comparison_labels WHERE comparison_id = :cid ORDER BY position",
+                       {"cid": cid})
+    assert rows["label"].tolist() == labels and rows["position"].tolist() == [0, 1, 2]
+    assert Store(location, readonly=True).comparison_labels(cid) == labels
+
+
+def test_a_store_of_schema_5_with_comma_joined_labels_loads_and_is_migrated_to_rows(location):
+    """Schema 5 kept a comparison's labels only comma-joined in ``comparisons.backends``: read as they are when the
+    store is opened read-only, rewritten as rows (once) when it is opened for writing."""
+    st = Store(location)
+    first = st.insert_comparison("compare", JobSpec(), ["eager", "inductor", "eager (A/A)"], 2, {})
+    second = st.insert_comparison("scaling", JobSpec(), ["nproc=1", "nproc=2"], 1, {})
+    _raw(location, "DROP TABLE comparison_labels", _set_version(location, 5))
+    assert database(location).version(False) == 5
+    old = Store(location, readonly=True)
+    assert old.comparison_labels(first) == ["eager", "inductor", "eager (A/A)"]
+    assert old.comparison_labels(second) == ["nproc=1", "nproc=2"]
+    migrated = Store(location)
+    assert database(location).version(False) == SCHEMA_VERSION
+    assert migrated.comparison_labels(first) == ["eager", "inductor", "eager (A/A)"]
+    assert migrated.comparison_labels(second) == ["nproc=1", "nproc=2"]
+    Store(location)   # opened again: nothing is added twice
+    assert Store(location).query("SELECT COUNT(*) AS n FROM comparison_labels").iloc[0]["n"] == 5
+
+
+def test_the_latest_noise_floor_is_a_dataclass_of_the_same_jobs_newest_first(location):
+    import tcbench as tc
+
+    store = Store(location)
+    spec = JobSpec(threads=2)
+    summary = dict(comparison_id=0, backend="eager", rounds=3, speedup=1.01, speedup_ci_low=0.97,
+                   speedup_ci_high=1.05, resolvable=1.05, verdict_kind="no measurable difference", verdict="…")
+    for resolvable in (1.08, 1.05):
+        cid = store.insert_comparison("noise-floor", spec, ["eager", "eager (A/A)"], 3, {})
+        store.finish_comparison(cid, "done", {"noise_floor": {**summary, "comparison_id": cid,
+                                                              "resolvable": resolvable}})
+    found = tc.latest_noise_floor(spec, store)
+    assert isinstance(found, tc.StoredNoiseFloor) and found.comparison_id == cid and found.resolvable == 1.05
+    assert found.created == store.comparison_row(cid)["created"] and found.verdict == "…"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        found.resolvable = 1.0
+    assert tc.latest_noise_floor(spec.replace(threads=1), store) is None
+    assert tc.latest_noise_floor(spec.replace(batch_size=4), store) is None

@@ -460,8 +460,9 @@ def test_memory_budget_comes_from_a_known_profile_only(monkeypatch):
 # -- the noise floor ---------------------------------------------------------------------------------------
 def test_the_stored_noise_floor_is_shown_beside_the_verdict(monkeypatch):
     asked = []
-    stored = dict(resolvable=1.06, speedup_ci_low=0.95, speedup_ci_high=1.06, verdict_kind="no measurable difference",
-                  verdict="no measurable difference: …", created=time.time() - 12 * 60)
+    stored = tc.StoredNoiseFloor(resolvable=1.06, speedup_ci_low=0.95, speedup_ci_high=1.06,
+                                 verdict_kind="no measurable difference", verdict="no measurable difference: …",
+                                 created=time.time() - 12 * 60)
     monkeypatch.setattr(tc, "latest_noise_floor", lambda spec: asked.append(spec) or stored)
     monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
     panel = _panel(batch_size=6)

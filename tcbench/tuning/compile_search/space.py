@@ -42,7 +42,7 @@ class CompileConfig:
 
     def label(self) -> str:
         """``"inductor · default"``, or what differs from the default: ``"inductor · max-autotune-no-cudagraphs ·
-        blocks · eager optimizer · bf16 · cpp_wrapper"`` (a job label: no commas)."""
+        blocks · eager optimizer · bf16 · cpp_wrapper"``."""
         parts = [self.compile_mode if self.compile_mode != "default" else "",
                  self.compile_scope if self.compile_scope != "model" else "",
                  "" if self.compile_optimizer else "eager optimizer",

@@ -51,21 +51,14 @@ def noise_scale(spec: Any, micro_batches: int = 2, observer: Any = None, stop: A
 def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
     """The latest stored noise scale measured on ``spec``'s job (same fields except the micro-batch count). The
     runs are narrowed by their columns (the model, size, batch and precision of the job), then compared whole."""
-    from tcbench.core.extras import JobExtras
-    from tcbench.core.spec import JobSpec
     from tcbench.store.api import Store
 
     store = store or Store()
     job = one_process(spec).replace(backend=NATIVE, noise_micro_batches=0)
     want = job.to_dict()
-    rows = store.query("SELECT spec_json, extra_json FROM runs WHERE status = 'ok' AND backend = :native "
-                       "AND model = :model AND size = :size AND batch_size = :batch AND precision = :precision "
-                       "ORDER BY run_id DESC", {"native": NATIVE, "model": job.model, "size": job.size, "batch": job.batch_size,
-                                                "precision": job.precision})
-    for row in rows.to_dict("records"):
-        stored = JobSpec.from_stored(row["spec_json"]).to_dict()
+    for run in store.ok_runs(NATIVE, job.model, job.size, job.batch_size, job.precision):
+        stored = run.spec.to_dict()
         if stored.get("noise_micro_batches") and {**stored, "noise_micro_batches": 0} == want:
-            found = JobExtras.from_json(row["extra_json"]).noise_scale
-            if found is not None:
-                return found
+            if run.extra.noise_scale is not None:
+                return run.extra.noise_scale
     return None

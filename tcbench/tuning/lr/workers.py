@@ -38,7 +38,7 @@ from tcbench.core.spec import SpecError
 from tcbench.runner.session import comparison_session
 from tcbench.core.errors import first_line
 from tcbench.job.process_tools import thread_names
-from tcbench.store.postgres import mask
+from tcbench.store.postgres import advisory_lock, advisory_unlock, mask
 from tcbench.tuning.storage import open_storage
 from tcbench.tuning.lr.study import (BudgetedHalving, StudyContext, counts, make_pruner, make_sampler, min_resource,
                                   objective, optimize, prune_until, study_id, trials_frame)
@@ -64,23 +64,21 @@ class Claim:
         self.engine = storage.engine if is_postgres(storage) else None
         self.key, self.con, self.held = int(study_id), None, False
 
-    def _sql(self, sql: str) -> None:
-        from sqlalchemy import text
-
+    def _session(self) -> Any:
         if self.con is None:   # its own session: the lock belongs to it and ends with it if the process dies
             self.con = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-        self.con.execute(text(sql), {"a": LOCK_SPACE, "b": self.key})
+        return self.con
 
     def __enter__(self) -> "Claim":
         if self.engine is not None and not self.held:
-            self._sql("SELECT pg_advisory_lock(:a, :b)")
+            advisory_lock(self._session(), LOCK_SPACE, self.key)
             self.held = True
         return self
 
     def release(self) -> None:
         if self.held:
             self.held = False
-            self._sql("SELECT pg_advisory_unlock(:a, :b)")
+            advisory_unlock(self._session(), LOCK_SPACE, self.key)
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
