@@ -11,7 +11,7 @@ import pytest
 
 from tcbench.cli.app import main
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tuning"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tuning" / "compile_search"))
 from test_compile_search import fake_run  # noqa: E402
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import signal
 import socket
 import time
@@ -123,6 +124,7 @@ def test_retune_lr_on_postgresql_resumes_and_never_shows_the_password(pg_url, jo
 
 @postgres
 def test_find_max_batch_keeps_its_probes_in_a_postgresql_study_and_a_second_search_runs_none(pg_url, store, monkeypatch):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "batch"))
     from test_maxbatch import _fake_runs
 
     from tcbench.tuning.batch.search import find_max_batch
