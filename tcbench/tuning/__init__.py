@@ -5,8 +5,8 @@
 
 Modules: ``maxbatch``, ``noise`` (the estimator), ``prediction`` (the formulas), ``retune`` (the study),
 ``compile_search`` (tune_compile; its space ``compile_space``, trials ``compile_trials`` and result
-``compile_result``), ``storage`` (Optuna storages and heartbeats), ``workers`` (several processes on one study), ``twostage``,
-``plots``, ``cli`` (the tuning commands)."""
+``compile_result``), ``storage`` (Optuna storages and heartbeats), ``workers`` (several processes on one study),
+``twostage``, ``plots``; the tuning commands live in ``tcbench.cli.tuning``."""
 
 from tcbench.tuning.compile_search import CompileConfig, CompileSearch, tune_compile
 from tcbench.tuning.maxbatch import MaxBatchResult, find_max_batch
