@@ -23,7 +23,7 @@ can hide communication. Scaling factor = throughput of n devices ÷ (n × throug
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -89,10 +89,6 @@ class LinkAssumptions:
         if self.measured_gbytes_s is not None:
             _check_range("LinkAssumptions.measured_gbytes_s", self.measured_gbytes_s, 0.0, open_low=True)
             _check_range("LinkAssumptions.measured_alpha_s", self.measured_alpha_s, 0.0)
-
-    def as_dict(self) -> dict:
-        """The assumptions as a plain dict (for a table, JSON or a store)."""
-        return asdict(self)
 
 
 def gradient_bytes(params: int, precision: str = "fp16") -> int:

@@ -182,8 +182,7 @@ def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
     return env
 
 
-_SCRIPT_ENV = ("TCBENCH_FD", "TCBENCH_SPEC", "TCBENCH_SCRIPT_PID", "TCBENCH_BACKEND", "TCBENCH_STEPS",
-               "TCBENCH_WARMUP_STEPS", "TCBENCH_LOSS_EVERY")
+_SCRIPT_ENV = ("TCBENCH_FD", "TCBENCH_SPEC", "TCBENCH_SCRIPT_PID", "TCBENCH_BACKEND")
 
 
 def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[str], str, dict[str, str]]:
@@ -194,9 +193,7 @@ def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[s
         return [sys.executable, "-m", "tcbench.job.launch", str(fd), spec.to_json(), str(run_dir)], str(run_dir), {}
     if spec.script is None:
         return [sys.executable, "-m", "tcbench.job.worker", spec.to_json(), str(fd), str(run_dir)], str(run_dir), {}
-    env = dict(TCBENCH_FD=str(fd), TCBENCH_SPEC=spec.to_json(), TCBENCH_BACKEND=spec.backend,
-               TCBENCH_STEPS=str(spec.steps), TCBENCH_WARMUP_STEPS=str(spec.warmup_steps),
-               TCBENCH_LOSS_EVERY=str(spec.loss_every))
+    env = dict(TCBENCH_FD=str(fd), TCBENCH_SPEC=spec.to_json(), TCBENCH_BACKEND=spec.backend)
     env.update(backend_class(spec.backend).script_env(cache))
     return [sys.executable, spec.script, *spec.script_args], os.getcwd(), env
 

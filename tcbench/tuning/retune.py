@@ -66,7 +66,7 @@ from tcbench.core.spec import JobSpec, SpecError
 from tcbench.store.api import Store
 from tcbench.tuning.result import FINALIST_COLUMNS, RetunePlan, RetuneResult, build_result
 from tcbench.tuning.storage import check_study_name, heartbeat_on, open_storage
-from tcbench.tuning.study import (PRUNERS, SAMPLERS, StudyContext, full_trials, make_pruner, make_sampler,  # noqa: F401
+from tcbench.tuning.study import (PRUNERS, SAMPLERS, StudyContext, make_pruner, make_sampler,
                                   min_resource, objective, prepare_study, prune_until, sampler_name, study_id,
                                   trial_spec, trials_frame)
 from tcbench.tuning.workers import Claim, check_fork, check_workers, remember, run_workers
