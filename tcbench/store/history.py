@@ -16,7 +16,7 @@ from tcbench.core.extras import JobExtras
 from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, field_type
 from tcbench.core.spec import JobSpec
 from tcbench.store.api import STEP_COLUMNS, Store
-from tcbench.view.format import is_null
+from tcbench.core.fmt import is_null
 
 # tc.runs()'s columns, in its order: stored columns of the `runs` table (store.api's names; the figures are
 # core.results.JobFigures'), two of them in people's units (median_step_s in ms, peak_mem_bytes in MiB). Data, not a
