@@ -67,10 +67,26 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 __all__ = [
-    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "JobExtras", "StepRecord", "html_table", "NATIVE", "Comparison", "NoiseFloor", "Store", "StoreError", "StoreMissing", "Profile",
-    "run", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
-    "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
-    "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
-    "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneResult", "rule_lrs",
-    "two_stage", "TwoStageResult", "tune_compile", "CompileSearch", "CompileConfig", "compare_configs", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS", "INDUCTOR_MODES", "COMPILE_SCOPES", "CACHE_MODES",
+    # run and compare: a job, its spec and result, a comparison and its noise floor
+    "JobSpec", "SpecError", "preflight", "run", "JobResult", "JobFigures", "JobExtras", "StepRecord", "compare",
+    "compare_configs", "compare_script", "Comparison", "NoiseFloor", "noise_floor", "latest_noise_floor",
+    "load_comparison", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "VERDICT_KINDS", "break_even_steps",
+    # your own training script, measured
+    "track", "compile_for_backend", "device", "StopTraining",
+    # what can run here: models, backends, the machine
+    "models", "backends", "doctor", "build_model", "MODELS", "SIZES",
+    # tune: the largest batch, the noise scale, the learning rate after a batch change, the compiled configuration
+    "find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "retune_lr",
+    "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult", "tune_compile", "CompileSearch", "CompileConfig",
+    "dashboard", "start_dashboard", "Dashboard",
+    # scale: data-parallel scaling measured here and projected to instance profiles, with their costs
+    "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions",
+    "calibrate_link", "link_samples", "profiles", "profile", "profile_names", "Profile", "cost", "cost_table",
+    "savings_pct",
+    # history: the store and what it holds
+    "Store", "StoreError", "StoreMissing", "runs", "steps", "comparisons", "get_run",
+    # report: tables, plots, the HTML report and the compiler's diagnostics
+    "html_table", "plots", "report", "diagnostics",
+    # the spec's allowed values
+    "BACKENDS", "NATIVE", "PRECISIONS", "PADDINGS", "INDUCTOR_MODES", "COMPILE_SCOPES", "CACHE_MODES",
 ]
