@@ -77,11 +77,11 @@ PUBLIC_FACE = "tcbench"
 TORCH_AT_TOP = ("tcbench.job",)
 # the clients, tcbench/cli and widgets/ (tcbench.widgets), import the public face and these modules only
 CLIENT_IMPORTS = (
-    "tcbench.comparison", "tcbench.core.errors", "tcbench.core.spec", "tcbench.host.doctor", "tcbench.job.diagnostics",
-    "tcbench.parallel.projection", "tcbench.parallel.scaling", "tcbench.store.api", "tcbench.store.postgres",
-    "tcbench.tuning.compile_search", "tcbench.tuning.compile_space", "tcbench.tuning.dashboard", "tcbench.tuning.maxbatch",
-    "tcbench.tuning.noise", "tcbench.tuning.prediction", "tcbench.tuning.retune", "tcbench.tuning.workers",
-    "tcbench.view.format",
+    "tcbench.comparison", "tcbench.core.errors", "tcbench.core.spec", "tcbench.host.doctor", "tcbench.job.backends",
+    "tcbench.job.diagnostics", "tcbench.parallel.projection", "tcbench.parallel.scaling", "tcbench.store.api",
+    "tcbench.store.postgres", "tcbench.tuning.compile_search", "tcbench.tuning.compile_space",
+    "tcbench.tuning.dashboard", "tcbench.tuning.maxbatch", "tcbench.tuning.noise", "tcbench.tuning.prediction",
+    "tcbench.tuning.retune", "tcbench.tuning.workers", "tcbench.view.format",
 )
 
 
@@ -275,3 +275,44 @@ def test_the_layering_check_catches_a_back_edge_and_a_cycle(tmp_path):
     graph, climbs = _graph(tmp_path)
     assert any("tcbench.core.spec imports tcbench.runner.process" in c for c in climbs)
     assert any("tcbench.core.spec" in comp and "tcbench.runner.process" in comp for comp in _cycles(graph))
+
+
+# -- a backend's name decides only inside tcbench/job/backends ---------------------------------------------------
+BACKEND_NAMES = ("eager", "inductor", "xla", "aot_eager", "cudagraphs", "openxla")
+
+
+def _device_type(node: ast.expr) -> bool:
+    """``x.type`` or ``getattr(x, "type", ...)``: a torch device's type ("xla", "cuda"), which is no backend's name."""
+    return (isinstance(node, ast.Attribute) and node.attr == "type") or (
+        isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr" and len(node.args) > 1
+        and isinstance(node.args[1], ast.Constant) and node.args[1].value == "type")
+
+
+def _name_comparisons(root: Path = ROOT) -> list[str]:
+    """Comparisons (==, !=, in, not in, ...) with a backend's name as a string literal, outside tcbench/job/backends."""
+    backends = root / "tcbench" / "job" / "backends"
+    found = []
+    for path in sorted((root / "tcbench").rglob("*.py")):
+        if backends in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            if any(_device_type(s) for s in sides):
+                continue
+            literals = [c.value for s in sides for c in (getattr(s, "elts", None) or [s]) if isinstance(c, ast.Constant)]
+            if any(v in BACKEND_NAMES for v in literals):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_only_the_backends_compare_a_backends_name():
+    found = _name_comparisons()
+    assert not found, "ask the backend class (tcbench.job.backends.backend_class) instead:\n" + "\n".join(found)
+
+
+def test_the_name_check_catches_a_comparison(tmp_path):
+    (tmp_path / "tcbench" / "runner").mkdir(parents=True)
+    (tmp_path / "tcbench" / "runner" / "x.py").write_text('def f(spec):\n    return spec.backend in ("xla", "tpu")\n')
+    assert _name_comparisons(tmp_path) == ["tcbench/runner/x.py:2 spec.backend in ('xla', 'tpu')"]
