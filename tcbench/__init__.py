@@ -16,8 +16,8 @@ import pandas as pd
 from tcbench.view import plots
 from tcbench.view import report
 from tcbench.core.catalog import MODELS, SIZES, models_table
-from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor, compare, compare_configs,
-                                compare_script, latest_noise_floor, load_comparison, noise_floor)
+from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor, compare,
+                                compare_configs, compare_script, latest_noise_floor, load_comparison, noise_floor)
 from tcbench.core.cost import cost, cost_table, savings_pct
 from tcbench.job.diagnostics import table as diagnostics
 from tcbench.host.doctor import doctor
@@ -30,12 +30,12 @@ from tcbench.view.format import html_table
 from tcbench.core.results import JobFigures, JobResult, StepRecord
 from tcbench.runner.process import backend_status, run
 
-from tcbench.core.spec import (BACKENDS, CACHE_MODES, NATIVE, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec,
-                                SpecError)
+from tcbench.core.spec import (BACKENDS, CACHE_MODES, NATIVE, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS,
+                               JobSpec, SpecError)
 from tcbench.store.api import Store, StoreError, StoreMissing
 from tcbench.job.track import StopTraining, compile_for_backend, device, track
-from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
-                       project_scaling, scaling)
+from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples,
+                              load_scaling, project_scaling, scaling)
 from tcbench.tuning import (CompileConfig, CompileSearch, LrPrediction, MaxBatchResult, NoiseScale, RetuneResult,
                             TwoStageResult, find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, tune_compile,
                             two_stage)

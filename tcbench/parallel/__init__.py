@@ -8,8 +8,8 @@ commands ``tcbench scaling`` and ``tcbench project-scaling`` live in ``tcbench.c
 
 from tcbench.parallel.calibration import calibrate_link, link_samples
 from tcbench.parallel.scaling import ScalingResult, load_scaling, scaling
-from tcbench.parallel.projection import (LinkAssumptions, ScalingProjection, gradient_bytes, project_scaling, ring_allreduce_s,
-                         ring_bytes_per_device)
+from tcbench.parallel.projection import (LinkAssumptions, ScalingProjection, gradient_bytes, project_scaling,
+                                         ring_allreduce_s, ring_bytes_per_device)
 
 __all__ = ["scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions",
            "calibrate_link", "link_samples", "gradient_bytes", "ring_bytes_per_device", "ring_allreduce_s"]

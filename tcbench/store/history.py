@@ -35,7 +35,10 @@ def _num(value: Any) -> Any:
 
 def _env_cells(env_json: Any) -> dict[str, Any]:
     env = json.loads(env_json) if isinstance(env_json, str) and env_json else {}
-    load = lambda key: None if not env.get(key) else f"{env[key]['loadavg'][0]:.2f} ({env[key]['runnable']} runnable)"
+
+    def load(key: str) -> str | None:
+        return None if not env.get(key) else f"{env[key]['loadavg'][0]:.2f} ({env[key]['runnable']} runnable)"
+
     return {**{k: env.get(k) for k in ENV_COLUMNS[:7]}, "load_start": load("load_start"), "load_end": load("load_end")}
 
 

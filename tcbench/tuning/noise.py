@@ -60,8 +60,8 @@ def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
     want = job.to_dict()
     rows = store.query("SELECT spec_json, extra_json FROM runs WHERE status = 'ok' AND backend = :native "
                        "AND model = :model AND size = :size AND batch_size = :batch AND precision = :precision "
-                       "ORDER BY run_id DESC", {"native": NATIVE, "model": job.model, "size": job.size, "batch": job.batch_size,
-                                                "precision": job.precision})
+                       "ORDER BY run_id DESC", {"native": NATIVE, "model": job.model, "size": job.size,
+                                                "batch": job.batch_size, "precision": job.precision})
     for row in rows.to_dict("records"):
         stored = JobSpec.from_stored(row["spec_json"]).to_dict()
         if stored.get("noise_micro_batches") and {**stored, "noise_micro_batches": 0} == want:
