@@ -17,8 +17,9 @@ from tcbench.view import plots
 from tcbench.view import report
 from tcbench.core import events
 from tcbench.core.catalog import MODELS, SIZES, models_table
-from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor, compare, compare_configs,
-                                StoredNoiseFloor, compare_script, latest_noise_floor, load_comparison, noise_floor)
+from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor,
+                                StoredNoiseFloor, compare, compare_configs, compare_script, latest_noise_floor,
+                                load_comparison, noise_floor)
 from tcbench.core.cost import cost, cost_table, savings_pct
 from tcbench.job.diagnostics import table as diagnostics
 from tcbench.host.doctor import doctor
@@ -31,13 +32,14 @@ from tcbench.view.format import html_table
 from tcbench.core.results import JobFigures, JobResult, StepRecord
 from tcbench.runner.process import backend_status, run
 
-from tcbench.core.spec import (BACKENDS, CACHE_MODES, NATIVE, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec,
-                                SpecError)
+from tcbench.core.spec import (BACKENDS, CACHE_MODES, NATIVE, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS,
+                               JobSpec, SpecError)
 from tcbench.store.api import Store, StoreError, StoreMissing
 from tcbench.job.track import StopTraining, compile_for_backend, device, track
-from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples, load_scaling,
-                       project_scaling, scaling)
-from tcbench.tuning import (CompileConfig, CompileSearch, CompileSearchOptions, LrPrediction, MaxBatchResult, NoiseScale, RetuneOptions, RetuneResult,
+from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples,
+                              load_scaling, project_scaling, scaling)
+from tcbench.tuning import (CompileConfig, CompileSearch, CompileSearchOptions, LrPrediction, MaxBatchResult,
+                            NoiseScale, RetuneOptions, RetuneResult,
                             TwoStageResult, find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, tune_compile,
                             two_stage)
 from tcbench.tuning.dashboard import Dashboard, dashboard, start_dashboard
@@ -68,11 +70,28 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 __all__ = [
-    "StoredNoiseFloor",
-    "JobSpec", "SpecError", "preflight", "JobResult", "JobFigures", "JobExtras", "StepRecord", "html_table", "NATIVE", "Comparison", "NoiseFloor", "Store", "StoreError", "StoreMissing", "Profile",
-    "run", "events", "compare", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "noise_floor", "latest_noise_floor", "load_comparison", "VERDICT_KINDS", "break_even_steps", "runs", "steps", "comparisons", "get_run",
-    "models", "backends", "doctor", "build_model", "profiles", "profile", "profile_names",
-    "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions", "calibrate_link", "link_samples",
-    "cost", "cost_table", "savings_pct", "diagnostics", "find_max_batch", "MaxBatchResult", "retune_lr", "RetuneOptions", "RetuneResult", "rule_lrs",
-    "two_stage", "TwoStageResult", "tune_compile", "CompileSearchOptions", "CompileSearch", "CompileConfig", "compare_configs", "dashboard", "start_dashboard", "Dashboard", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "compare_script", "track", "compile_for_backend", "device", "StopTraining", "plots", "MODELS", "SIZES", "BACKENDS", "PRECISIONS", "PADDINGS", "INDUCTOR_MODES", "COMPILE_SCOPES", "CACHE_MODES",
+    # run and compare: a job, its spec and result, a comparison and its noise floor
+    "JobSpec", "SpecError", "preflight", "run", "events", "JobResult", "JobFigures", "JobExtras", "StepRecord",
+    "compare", "compare_configs", "compare_script", "Comparison", "NoiseFloor", "noise_floor", "latest_noise_floor",
+    "StoredNoiseFloor", "load_comparison", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "VERDICT_KINDS",
+    "break_even_steps",
+    # your own training script, measured
+    "track", "compile_for_backend", "device", "StopTraining",
+    # what can run here: models, backends, the machine
+    "models", "backends", "doctor", "build_model", "MODELS", "SIZES",
+    # tune: the largest batch, the noise scale, the learning rate after a batch change, the compiled configuration
+    "find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "retune_lr",
+    "RetuneOptions", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult", "tune_compile", "CompileSearchOptions",
+    "CompileSearch", "CompileConfig",
+    "dashboard", "start_dashboard", "Dashboard",
+    # scale: data-parallel scaling measured here and projected to instance profiles, with their costs
+    "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions",
+    "calibrate_link", "link_samples", "profiles", "profile", "profile_names", "Profile", "cost", "cost_table",
+    "savings_pct",
+    # history: the store and what it holds
+    "Store", "StoreError", "StoreMissing", "runs", "steps", "comparisons", "get_run",
+    # report: tables, plots, the HTML report and the compiler's diagnostics
+    "html_table", "plots", "report", "diagnostics",
+    # the spec's allowed values
+    "BACKENDS", "NATIVE", "PRECISIONS", "PADDINGS", "INDUCTOR_MODES", "COMPILE_SCOPES", "CACHE_MODES",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,10 +57,10 @@ def test_importing_the_panel_loads_no_ml_stack():
 
 # -- the package layers -----------------------------------------------------------------------------------------
 # Lowest first: a module may import its own layer and those below it, never one above (imports inside functions
-# count too). tcbench.view.format sits just above core: measure's verdict sentences and the store's tables use it.
+# count too). Every module is named by its package (or itself); "tcbench" is the public face, tcbench/__init__.py
+# alone. README.md states this order (test_the_readme_states_the_layer_order).
 LAYERS = (
     ("tcbench.core",),
-    ("tcbench.view.format",),
     ("tcbench.host",),
     ("tcbench.measure",),
     ("tcbench.job",),
@@ -68,11 +69,20 @@ LAYERS = (
     ("tcbench.view",),
     ("tcbench.comparison",),
     ("tcbench.tuning", "tcbench.parallel"),
-    ("tcbench",),            # the public face (__init__) and tcbench.hf
-    ("tcbench.cli",),        # a client of the public face
+    ("tcbench", "tcbench.hf"),   # the public face, and the Trainer callback users import by name
+    ("tcbench.cli",),            # a client of the public face
 )
+PUBLIC_FACE = "tcbench"
 # only the job's own process imports the ML stack at module level
 TORCH_AT_TOP = ("tcbench.job",)
+# the clients, tcbench/cli and widgets/ (tcbench.widgets), import the public face and these modules only
+CLIENT_IMPORTS = (
+    "tcbench.comparison", "tcbench.core.errors", "tcbench.core.events", "tcbench.core.spec", "tcbench.host.doctor",
+    "tcbench.job.backends", "tcbench.job.diagnostics", "tcbench.parallel.projection", "tcbench.parallel.scaling",
+    "tcbench.store.api", "tcbench.store.postgres", "tcbench.tuning.batch.search", "tcbench.tuning.compile_search.search",
+    "tcbench.tuning.compile_search.space", "tcbench.tuning.dashboard", "tcbench.tuning.lr.noise",
+    "tcbench.tuning.lr.prediction", "tcbench.tuning.lr.retune", "tcbench.tuning.lr.workers", "tcbench.view.format",
+)
 
 
 def _modules(root: Path = ROOT) -> dict[str, Path]:
@@ -83,9 +93,18 @@ def _modules(root: Path = ROOT) -> dict[str, Path]:
     return out
 
 
-def _layer(module: str) -> int:
-    best = max((prefix for names in LAYERS for prefix in names if module == prefix or module.startswith(prefix + ".")),
-               key=len)
+def _names(prefix: str, module: str) -> bool:
+    """Whether the LAYERS entry ``prefix`` names ``module``: itself, or a module inside it (the public face names
+    only tcbench/__init__.py)."""
+    return module == prefix or (prefix != PUBLIC_FACE and module.startswith(prefix + "."))
+
+
+def _layer(module: str) -> int | None:
+    """The index in LAYERS of the longest entry that names ``module``; None when no entry does."""
+    named = [prefix for names in LAYERS for prefix in names if _names(prefix, module)]
+    if not named:
+        return None
+    best = max(named, key=len)
     return next(i for i, names in enumerate(LAYERS) if best in names)
 
 
@@ -109,6 +128,12 @@ def _imports(path: Path, modules: dict[str, Path]) -> list[tuple[str, int, bool]
     return out
 
 
+def _target(name: str, modules: dict[str, Path]) -> str | None:
+    """The module an imported name lives in: the name itself or its longest enclosing module."""
+    return next((name[:i] for i in [len(name), *[k for k, c in enumerate(name) if c == "."][::-1]]
+                 if name[:i] in modules), None)
+
+
 def _graph(root: Path = ROOT) -> tuple[dict[str, set[str]], list[str]]:
     """The import graph between tcbench's modules and the imports that climb a layer."""
     modules = _modules(root)
@@ -118,8 +143,7 @@ def _graph(root: Path = ROOT) -> tuple[dict[str, set[str]], list[str]]:
         for name, line, _ in _imports(path, modules):
             if not (name == "tcbench" or name.startswith("tcbench.")):
                 continue
-            target = next((name[:i] for i in [len(name), *[k for k, c in enumerate(name) if c == "."][::-1]]
-                           if name[:i] in modules), None)
+            target = _target(name, modules)
             if target is None or target == mod:
                 continue
             graph[mod].add(target)
@@ -175,6 +199,55 @@ def test_every_module_belongs_to_a_layer():
         assert _layer(mod) is not None, mod
 
 
+def test_a_module_no_layer_names_fails_the_check():
+    """test_every_module_belongs_to_a_layer can fail: a new package or module is in no layer until LAYERS names it."""
+    assert _layer("tcbench.newpkg") is None and _layer("tcbench.newmodule") is None
+    assert _layer("tcbench") == _layer("tcbench.hf") == len(LAYERS) - 2 and _layer("tcbench.core.spec") == 0
+
+
+def _client_imports(root: Path = ROOT) -> list[str]:
+    """The imports of tcbench/cli and widgets/ outside themselves, the public face and CLIENT_IMPORTS."""
+    modules = _modules(root)
+    bad = []
+    for path in sorted((root / "tcbench" / "cli").rglob("*.py")) + sorted((root / "widgets").rglob("*.py")):
+        for name, line, _ in _imports(path, modules):
+            target = _target(name, modules) if name.split(".")[0] == "tcbench" else None
+            if target is None or target == PUBLIC_FACE or target in CLIENT_IMPORTS or target.startswith("tcbench.cli"):
+                continue
+            bad.append(f"{path.relative_to(root)}:{line} imports {target}")
+    return bad
+
+
+def test_the_cli_and_the_widgets_import_the_public_face_and_the_listed_modules_only():
+    bad = _client_imports()
+    assert not bad, "add it to the public face (tcbench/__init__.py) or to CLIENT_IMPORTS:\n" + "\n".join(bad)
+
+
+def test_the_client_check_catches_an_unlisted_import(tmp_path):
+    import shutil
+
+    for folder in ("tcbench", "widgets"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    panel = tmp_path / "widgets" / "_panel.py"
+    panel.write_text(panel.read_text() + "\n\ndef _unlisted():\n    from tcbench.runner.process import run\n")
+    assert any(b.startswith("widgets/_panel.py:") and b.endswith("imports tcbench.runner.process")
+               for b in _client_imports(tmp_path))
+
+
+def _readme_layers() -> list[list[str]]:
+    """The layer order README.md states: the list after "lowest first:", up to the closing parenthesis."""
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    order = re.search(r"lowest first: (.*?)\); ", text)
+    assert order, 'README.md no longer states the layer order ("lowest first: core, ..., cli); ")'
+    plain = re.sub(r"\([^)]*\)", "", order.group(1)).replace("`", "")
+    return [[n.strip() for n in group.split(" and ")] for group in plain.split(", ")]
+
+
+def test_the_readme_states_the_layer_order():
+    short = [[name.removeprefix("tcbench.") for name in names] for names in LAYERS]
+    assert _readme_layers() == short, f"README.md's layer order differs from LAYERS in {__file__}"
+
+
 def test_no_import_climbs_a_layer():
     _, climbs = _graph()
     assert not climbs, "imports that climb a layer:\n" + "\n".join(climbs)
@@ -202,3 +275,44 @@ def test_the_layering_check_catches_a_back_edge_and_a_cycle(tmp_path):
     graph, climbs = _graph(tmp_path)
     assert any("tcbench.core.spec imports tcbench.runner.process" in c for c in climbs)
     assert any("tcbench.core.spec" in comp and "tcbench.runner.process" in comp for comp in _cycles(graph))
+
+
+# -- a backend's name decides only inside tcbench/job/backends ---------------------------------------------------
+BACKEND_NAMES = ("eager", "inductor", "xla", "aot_eager", "cudagraphs", "openxla")
+
+
+def _device_type(node: ast.expr) -> bool:
+    """``x.type`` or ``getattr(x, "type", ...)``: a torch device's type ("xla", "cuda"), which is no backend's name."""
+    return (isinstance(node, ast.Attribute) and node.attr == "type") or (
+        isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr" and len(node.args) > 1
+        and isinstance(node.args[1], ast.Constant) and node.args[1].value == "type")
+
+
+def _name_comparisons(root: Path = ROOT) -> list[str]:
+    """Comparisons (==, !=, in, not in, ...) with a backend's name as a string literal, outside tcbench/job/backends."""
+    backends = root / "tcbench" / "job" / "backends"
+    found = []
+    for path in sorted((root / "tcbench").rglob("*.py")):
+        if backends in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            if any(_device_type(s) for s in sides):
+                continue
+            literals = [c.value for s in sides for c in (getattr(s, "elts", None) or [s]) if isinstance(c, ast.Constant)]
+            if any(v in BACKEND_NAMES for v in literals):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_only_the_backends_compare_a_backends_name():
+    found = _name_comparisons()
+    assert not found, "ask the backend class (tcbench.job.backends.backend_class) instead:\n" + "\n".join(found)
+
+
+def test_the_name_check_catches_a_comparison(tmp_path):
+    (tmp_path / "tcbench" / "runner").mkdir(parents=True)
+    (tmp_path / "tcbench" / "runner" / "x.py").write_text('def f(spec):\n    return spec.backend in ("xla", "tpu")\n')
+    assert _name_comparisons(tmp_path) == ["tcbench/runner/x.py:2 spec.backend in ('xla', 'tpu')"]

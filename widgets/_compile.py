@@ -190,8 +190,8 @@ class CompileTab:
 
     # -- progress (on the background thread) ---------------------------------------------------------
     def _observe(self, event: Any) -> None:
-        """tune_compile's observer (``tc.events``): a line per finished trial, then what runs now; a drawing error never stops
-        the search."""
+        """tune_compile's observer (``tc.events``): a line per finished trial, then what runs now; a drawing error
+        never stops the search."""
         try:
             if isinstance(event, tc.events.CompileTrialStarted):
                 self._running, self._doing = f"Trial {event.number} · {event.label}", "running"
@@ -229,7 +229,8 @@ class CompileTab:
         self.draw(table, native_median_ms(result))
 
     def draw(self, table: pd.DataFrame, native_ms: float | None) -> None:
-        """Each configuration measured (``CompileSearch.table()``: each once) as a bar of its median step, by outcome."""
+        """Each configuration measured (``CompileSearch.table()``: each once) as a bar of its median step, by
+        outcome."""
         groups: dict[str, tuple[list, list, list, list]] = {k: ([], [], [], []) for k in OUTCOMES}
         for row in table.itertuples(index=False):
             key = outcome(row.state, None if pd.isna(row.parity) else bool(row.parity))
@@ -245,7 +246,8 @@ class CompileTab:
                 trace.x, trace.y, trace.text = xs, ys, texts
                 trace.error_x = dict(type="data", array=errs, visible=any(errs))
             self.fig.layout.shapes = [] if native_ms is None else [dict(
-                type="line", x0=native_ms, x1=native_ms, y0=0, y1=1, yref="paper", line=dict(dash="dash", color="grey"))]
+                type="line", x0=native_ms, x1=native_ms, y0=0, y1=1, yref="paper",
+                line=dict(dash="dash", color="grey"))]
             self.fig.layout.annotations = [] if native_ms is None else [dict(
                 x=native_ms, y=1, yref="paper", text=f"native {native_ms:.3g} ms", showarrow=False, yanchor="bottom")]
             self.fig.layout.height = max(320, 90 + 28 * len(table))

@@ -184,8 +184,9 @@ class Controls:
     def _round_inputs(self) -> None:
         """How many rounds: a resolution and a time budget, or a fixed count."""
         self.resolve_pct = w.FloatText(value=DEFAULT_RESOLVE * 100, continuous_update=False,
-                                       tooltip="rounds are added until every speedup's 95 % interval is within ± this "
-                                               "many per cent, or the time budget is spent; 0: a fixed number of rounds")
+                                       tooltip="rounds are added until every speedup's 95 % interval is within "
+                                               "± this many per cent, or the time budget is spent; 0: a fixed "
+                                               "number of rounds")
         self.budget_s = w.FloatText(value=DEFAULT_BUDGET_S, continuous_update=False,
                                     tooltip="the adaptive rounds' time budget: no round starts that would end past it")
         self.rounds = w.IntText(value=DEFAULT_ROUNDS, continuous_update=False, tooltip="with ± 0: rounds alternate the "
@@ -368,8 +369,8 @@ class Controls:
             self._show_error(f"rounds={self.rounds.value!r} is not allowed; it must be a whole number >= 1", "rounds")
             return False
         if not 0 <= self.resolve_pct.value < 100:
-            self._show_error(f"resolve_pct={self.resolve_pct.value!r} is not allowed; it must be from 0 (a fixed number "
-                             "of rounds) to below 100 per cent", "resolve_pct")
+            self._show_error(f"resolve_pct={self.resolve_pct.value!r} is not allowed; it must be from 0 "
+                             "(a fixed number of rounds) to below 100 per cent", "resolve_pct")
             return False
         if self.resolve_pct.value and not self.budget_s.value > 0:
             self._show_error(f"budget_s={self.budget_s.value!r} is not allowed; it must be above 0 seconds", "budget_s")

@@ -281,9 +281,9 @@ class LiveFigures:
             for backend, run_id in first_run.items():
                 s = self._series.setdefault(backend, _Series())
                 t = times[(times["backend"] == backend) & (times["run_id"] == run_id)].sort_values("step")
-                l = losses[(losses["backend"] == backend) & (losses["run_id"] == run_id)].sort_values("step")
+                lo = losses[(losses["backend"] == backend) & (losses["run_id"] == run_id)].sort_values("step")
                 s.steps, s.step_ms = t["step"].astype(int).tolist(), t["step_ms"].astype(float).tolist()
-                s.loss_steps, s.losses = l["step"].astype(int).tolist(), l["loss"].astype(float).tolist()
+                s.loss_steps, s.losses = lo["step"].astype(int).tolist(), lo["loss"].astype(float).tolist()
                 warm = t.loc[t["warmup"].astype(bool), "step"]
                 s.warmup_last = int(warm.max()) if len(warm) else None
             for i, row in enumerate(summary.to_dict("records")):

@@ -6,8 +6,8 @@ noise-scale prediction beside the linear and square-root rules, in plain words f
 "Retune LR" searches from those guesses, trials appearing in the live figure as they finish (pruned trials
 marked). "Use this learning rate" copies the best lr (and the new batch) into the Run tab's controls. "Keep
 the study" retunes in tcbench's store instead of in memory; the study can then be opened in optuna-dashboard,
-started on 127.0.0.1 from a thread of this kernel when it is installed (``tcbench-workbench[dashboard]``), or from a terminal
-with the ``tcbench dashboard`` command shown.
+started on 127.0.0.1 from a thread of this kernel when it is installed (``tcbench-workbench[dashboard]``), or
+from a terminal with the ``tcbench dashboard`` command shown.
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ class TuningTab:
         self.dashboard_button.on_click(lambda _b: self.open_dashboard())
         self.box = w.VBox([w.HBox([self.budget, self.include_compiled, self.find_button]),
                            w.HBox([self.new_batch, self.optimizer, self.predict_button]),
-                           w.HBox([self.trials, self.seeds, self.sample_budget, self.retune_button, self.use_button, self.stop_button]),
+                           w.HBox([self.trials, self.seeds, self.sample_budget, self.retune_button, self.use_button,
+                                   self.stop_button]),
                            w.HBox([self.keep_study, self.dashboard_button]), self.dashboard_note,
                            self.message, self.advice, self.table, self.fig])
         self.box.add_class("tcb-tuning")
@@ -115,7 +116,8 @@ class TuningTab:
     def _start(self, target: Callable[[Any], None]) -> threading.Thread | None:
         spec = self.controls.spec
         if spec is None:
-            self.message.value = f"<p style='color:#b00020'>Fix the Run tab first: {html.escape(self.controls.error)}</p>"
+            self.message.value = (f"<p style='color:#b00020'>Fix the Run tab first: "
+                                  f"{html.escape(self.controls.error)}</p>")
             return None
         if self._bg.busy:
             return None
@@ -131,7 +133,8 @@ class TuningTab:
             try:
                 target(spec)
             except Exception as exc:  # bad input or an engine error: shown, the panel stays usable
-                self.message.value = f"<p style='color:#b00020'>{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</p>"
+                self.message.value = (f"<p style='color:#b00020'>{html.escape(type(exc).__name__)}: "
+                                      f"{html.escape(str(exc))}</p>")
 
         def finish(_result: None) -> None:
             self._sync_buttons()
@@ -157,12 +160,13 @@ class TuningTab:
 
         def observer(event: Any) -> None:
             if isinstance(event, tc.events.BatchProbed):
-                probes.append(f"{event.backend} batch {event.batch_size}: {'fits' if event.fits else event.status}")
+                probes.append(f"{event.backend} batch {event.batch_size}: "
+                              f"{'fits' if event.fits else event.status}")
                 self.message.value = "<p>" + html.escape("; ".join(probes[-6:])) + "</p>"
 
         budget = self.budget.value if self.budget.value and self.budget.value > 0 else None
-        mb = tc.find_max_batch(spec, profile=spec.profile, backends=backends, observer=observer, stop=self._bg.stop_event,
-                               memory_budget_gb=budget, probe_steps=3)
+        mb = tc.find_max_batch(spec, profile=spec.profile, backends=backends, observer=observer,
+                               stop=self._bg.stop_event, memory_budget_gb=budget, probe_steps=3)
         self.max_batch = mb
         table = mb.table()
         self.table.value = tc.html_table(table)
@@ -170,8 +174,9 @@ class TuningTab:
         best = mb.max_batch.get(compiled[0]) if compiled else mb.max_batch.get(tc.NATIVE)
         if best:
             self.new_batch.value = int(best)
-        self.message.value = (f"<p>Largest batch that fits: " + html.escape(
-            ", ".join(f"{b} {mb.max_batch.get(b) or 'none'}" for b in backends)) + ". Retune LR for the new batch next.</p>")
+        self.message.value = ("<p>Largest batch that fits: "
+                              + html.escape(", ".join(f"{b} {mb.max_batch.get(b) or 'none'}" for b in backends))
+                              + ". Retune LR for the new batch next.</p>")
 
     def run_retune(self) -> threading.Thread | None:
         """Optuna search at the new batch, starting with the linear and square-root rules."""
@@ -291,9 +296,9 @@ class TuningTab:
         except Exception as exc:  # not installed, the storage gone: shown, the panel stays usable
             self.dashboard_note.value = f"<p style='color:#b00020'>{html.escape(str(exc), quote=False)}</p>"
             return None
-        self.dashboard_note.value = (f"<p><a href='{html.escape(url)}' target='_blank' rel='noopener'>Open the study in "
-                                     f"optuna-dashboard</a> ({html.escape(url)}, served by this kernel), or from a "
-                                     f"terminal: {self._command()}</p>")
+        self.dashboard_note.value = (f"<p><a href='{html.escape(url)}' target='_blank' rel='noopener'>"
+                                     f"Open the study in optuna-dashboard</a> ({html.escape(url)}, served by this "
+                                     f"kernel), or from a terminal: {self._command()}</p>")
         return url
 
     def close_dashboard(self) -> None:

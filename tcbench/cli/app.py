@@ -19,8 +19,8 @@ from tcbench.comparison import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS
 from tcbench.view.format import fmt_ratio, fmt_ratio_range
 from tcbench.cli import history, parallel, tuning
 from tcbench.cli.common import (MEASUREMENT, MULTI_NODE, OUTPUT, Formatter, add_job_options, add_report_options,
-                                backend_list, check_compiler_options, check_writable, cli_words, command, group, job_fields_of, job_spec,
-                                option_words, plotlyjs_of, print_table, write_file)
+                                backend_list, check_compiler_options, check_writable, cli_words, command, group,
+                                job_fields_of, job_spec, option_words, plotlyjs_of, print_table, write_file)
 from tcbench.cli.progress import Progress
 from tcbench.cli.tables import RUN_COLUMNS, people, print_comparison
 from tcbench.cli.tables import COMPARE_COLUMNS, RUNS_COLUMNS, STEPS_COLUMNS  # noqa: F401 (re-exported, as before)

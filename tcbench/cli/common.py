@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from tcbench.core.spec import BACKENDS, CACHE_MODES, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec
+from tcbench.job.backends import backend_class
 
 # the JobSpec fields a command never takes as an option: the backend is the command's own, the rest are API-only
 NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "script", "script_args", "noise_micro_batches")
@@ -162,7 +163,7 @@ INDUCTOR_ONLY = ("compile_mode", "compile_scope", "compile_optimizer", "cpp_wrap
 def check_compiler_options(a: argparse.Namespace, backends: Sequence[str]) -> None:
     """An Inductor setting given where no job runs Inductor (``run --backend eager --cpp-wrapper``) would be silently
     ignored: it is a named error instead, before any job starts."""
-    if "inductor" in backends:
+    if any(backend_class(b).inductor_settings for b in backends):
         return
     defaults = {f.name: f.default for f in dataclasses.fields(JobSpec)}
     fields = job_fields_of(a)

@@ -33,7 +33,10 @@ def _reading_store() -> Any:
 def _runs_table(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     df["backend"] = [lab or b for lab, b in zip(df["label"].fillna(""), df["backend"])]
-    first = (lambda v: "?" if is_missing(v) or not v else str(v).split()[0])
+
+    def first(v: Any) -> str:
+        return "?" if is_missing(v) or not v else str(v).split()[0]
+
     df["load"] = [f"{first(s)}→{first(e)}" for s, e in zip(df["load_start"], df["load_end"])]
     return people(df, RUNS_COLUMNS)
 
@@ -92,8 +95,8 @@ def _load(comparison_id: int) -> Any:
                          "the stored ones") from None
     if cmp.kind not in SHOWN_KINDS:
         raise ValueError(f"comparison {comparison_id} is a {cmp.kind} session, not a comparison; allowed: the id of a "
-                         f"compare, compare-script, noise-floor or tune-compile-confirm (tcbench comparisons lists them "
-                         "with their kind)")
+                         "compare, compare-script, noise-floor or tune-compile-confirm (tcbench comparisons lists "
+                         "them with their kind)")
     return cmp
 
 

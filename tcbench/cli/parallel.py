@@ -67,13 +67,15 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=cmd_scaling)
     p = command(sub, "project-scaling", "projected data-parallel scaling per instance profile (an estimate from a "
                 "ring all-reduce model; no job runs)", "tcbench project-scaling --model gpt2 --size base --nodes 1,2,4")
-    p.add_argument("--model", default="bert-base-cased", help="catalog model whose parameter count is used (tcbench models)")
+    p.add_argument("--model", default="bert-base-cased",
+                   help="catalog model whose parameter count is used (tcbench models)")
     p.add_argument("--size", default="base", help="tiny, small or base")
     p.add_argument("--params", type=int, default=None,
                    help="parameter count (default: the catalog's for --model/--size)")
     p.add_argument("--profiles", default="ml.p3.16xlarge,ml.p3dn.24xlarge,ml.p4d.24xlarge",
                    help="comma-separated instance profiles (tcbench profiles)")
-    p.add_argument("--nodes", default="1,2,4,8", help="comma-separated instance counts (1 adds 1, 2, 4 … devices of one)")
+    p.add_argument("--nodes", default="1,2,4,8",
+                   help="comma-separated instance counts (1 adds 1, 2, 4 … devices of one)")
     p.add_argument("--precision", default="fp16", choices=["fp32", "fp16", "bf16"],
                    help="the all-reduce precision: fp16/bf16 (AMP) 2 bytes per parameter, fp32 4")
     p.add_argument("--batch-size", type=int, default=32, help="samples per device per step")

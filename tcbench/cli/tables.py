@@ -53,8 +53,10 @@ def verdict_cell(rows: Sequence[Mapping[str, Any]]) -> str:
 def print_comparison(cmp: Any) -> None:
     """The summary table, then per backend its verdict sentence, warnings, loss parity and error; MFU notes last."""
     summary, spec = cmp.summary(), cmp.spec
-    job = (f"{spec.model} {spec.size}, batch {spec.batch_size}, seq {spec.seq_len}, {spec.precision}" if spec.script is None
-           else f"your script {' '.join([spec.script, *spec.script_args])}, {spec.steps} steps ({spec.warmup_steps} warmup)")
+    job = (f"{spec.model} {spec.size}, batch {spec.batch_size}, seq {spec.seq_len}, {spec.precision}"
+           if spec.script is None
+           else f"your script {' '.join([spec.script, *spec.script_args])}, {spec.steps} steps "
+                f"({spec.warmup_steps} warmup)")
     print(f"{job}, {cmp.rounds_note}; comparison {cmp.comparison_id}")
     print_table(people(summary, COMPARE_COLUMNS))
     if cmp.rounds == 1:

@@ -44,8 +44,9 @@ def cmd_max_batch(a: argparse.Namespace) -> int:
 
     names = backend_list(a.backends)
     res = find_max_batch(job_spec(a, names[0]), profile=a.profile, backends=names, start=a.start,
-                            max_batch=a.max_batch, probe_steps=a.probe_steps, multiple_of=a.multiple_of, observer=_progress,
-                            memory_budget_gb=a.budget_gb, storage=a.storage, study_name=a.study_name)
+                            max_batch=a.max_batch, probe_steps=a.probe_steps, multiple_of=a.multiple_of,
+                            observer=_progress, memory_budget_gb=a.budget_gb, storage=a.storage,
+                            study_name=a.study_name)
     print(f"profile {res.profile}, memory budget {res.budget_gb:g} GiB")
     if res.study_name:
         reused = int(res.probes().reused.sum())
@@ -106,8 +107,8 @@ def cmd_tune_compile(a: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(res.answer())
     if res.confirmation is not None:
-        print(f"confirmation: tcbench show {res.confirmation.comparison_id} (tcbench report {res.confirmation.comparison_id} "
-              "for its charts)")
+        print(f"confirmation: tcbench show {res.confirmation.comparison_id} "
+              f"(tcbench report {res.confirmation.comparison_id} for its charts)")
     if a.storage:
         hint = "; put the password back in place of ***" if "***" in (res.storage or "") else ""
         print(f"study {res.study_name!r} in {res.storage}: the same command resumes it (tcbench dashboard --storage "
@@ -280,7 +281,8 @@ def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
                    help="halving: successive halving at a third of each trial's steps; "
                         "at most max(2, ceil(trials/3)) trials train past it")
     p.add_argument("--budget", default="equal_samples", choices=["equal_samples", "equal_steps"],
-                   help="equal_samples: each trial trains steps x old/new batch steps (as many samples as the baseline)")
+                   help="equal_samples: each trial trains steps x old/new batch steps "
+                        "(as many samples as the baseline)")
     p.add_argument("--no-prediction", action="store_true", help="skip the noise-scale prediction (and its job)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"], help="the prediction's form")
     p.add_argument("--tune-steps", type=int, default=None, help="the baseline's steps (default: --steps)")
@@ -348,7 +350,8 @@ def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=cmd_noise_scale)
     p = command(sub, "predict-lr", "the learning rate for a new batch size from the gradient noise scale",
                 "tcbench predict-lr --batch-size 8 --lr 2e-3 --new-batch-size 64",
-                "Uses the stored noise scale of this job, measuring it first when none is stored (tcbench noise-scale).")
+                "Uses the stored noise scale of this job, measuring it first when none is stored "
+                "(tcbench noise-scale).")
     add_job_options(p, leave_out=(*MULTI_NODE, *COMPILER_FIELDS))
     _target_args(p)
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],

@@ -103,7 +103,8 @@ class Comparison:
             label=label, backend=self.backend_of(label), status=status,
             rounds=len(jobs), median_step_ms=None if med is None else med * 1e3,
             step_cv=median_of([r.step_cv for r in oks]), samples_s=median_of([r.samples_s for r in oks]),
-            tokens_s=median_of([r.tokens_s for r in oks]), compile_latency_s=median_of([r.compile_latency_s for r in oks]),
+            tokens_s=median_of([r.tokens_s for r in oks]),
+            compile_latency_s=median_of([r.compile_latency_s for r in oks]),
             cache=",".join(sorted({r.cache_state for r in oks if r.cache_state})),
             **{name: median_of([getattr(r, name) for r in oks])
                for name in ("compile_dynamo_s", "compile_aot_s", "compile_backend_s")},
@@ -127,7 +128,8 @@ class Comparison:
                                      for a, b in complete], pilot=self.rule.pilot if self.rule else None)
         mem, mem_lo, mem_hi = value_interval([a.peak_mem_bytes / b.peak_mem_bytes for a, b in complete
                                               if a.peak_mem_bytes and b.peak_mem_bytes])
-        problems = [f"{r.name} round {r.round} ended {r.status}: {r.error.strip().splitlines()[-1][:160] if r.error else ''}"
+        problems = [f"{r.name} round {r.round} ended {r.status}: "
+                    f"{r.error.strip().splitlines()[-1][:160] if r.error else ''}"
                     for a, b in pairs for r in (a, b) if not r.ok]
         if not pairs:
             problems.append("no round ran both jobs")
@@ -235,7 +237,9 @@ class Comparison:
         """What ``tcbench show`` prints, as plain data (``json.dumps`` takes it; missing figures are None): each
         compared label's verdict with its 95 % interval (``backend``: the job label, as in ``summary()``), the
         summary rows, the diagnostics, the spec and the rounds (how many, why they stopped). Every step: ``to_json``."""
-        records = lambda df: json.loads(df.to_json(orient="records")) if len(df) else []   # NaN -> None
+        def records(df: pd.DataFrame) -> list:
+            return json.loads(df.to_json(orient="records")) if len(df) else []   # NaN -> None
+
         summary = records(self.summary())
         keys = ("backend", "verdict_kind", "verdict", "speedup", "speedup_ci_low", "speedup_ci_high",
                 "resolution", "memory_ratio", "memory_ci_low", "memory_ci_high", "break_even_low", "break_even_high",
@@ -300,4 +304,5 @@ class NoiseFloor:
 
     def __repr__(self) -> str:
         res = "unknown" if self.resolvable is None else f"{self.resolvable:.3f}×"
-        return f"NoiseFloor(resolvable={res}, verdict_kind={self.verdict_kind!r}, comparison_id={self.comparison.comparison_id})"
+        return (f"NoiseFloor(resolvable={res}, verdict_kind={self.verdict_kind!r}, "
+                f"comparison_id={self.comparison.comparison_id})")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import threading
 import time
 from contextlib import AbstractContextManager
@@ -128,7 +127,8 @@ def _check(spec: JobSpec, backends: Sequence[str], rounds: Any) -> None:
 
 def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int | None, kind: str,
               rule: RoundsRule | None = None) -> Comparison:
-    """The checked comparison, its spec preflighted (once, before the comparison is stored or any job starts)."""
+    """The checked comparison, its spec preflighted before the comparison is stored or any job starts (run()
+    preflights each job's spec again)."""
     backends = list(backends)
     rounds = rule.pilot if rule is not None else rounds
     _check(spec, backends, rounds)

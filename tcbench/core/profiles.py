@@ -216,7 +216,8 @@ def catalog() -> tuple[Profile, ...]:
     try:
         mtime = path.stat().st_mtime
     except OSError as exc:
-        raise ProfileDataError(f"instance profiles not found at {path} (set TCBENCH_DATA to the data folder): {exc}") from exc
+        raise ProfileDataError(f"instance profiles not found at {path} (set TCBENCH_DATA to the data folder): "
+                               f"{exc}") from exc
     return _load_catalog(str(path), mtime)
 
 
@@ -367,7 +368,8 @@ def _row(p: Profile) -> dict:
     return {"name": p.name, "family": p.family, "accelerator": p.accelerator, "count": p.accelerator_count,
             "memory_per_device_gib": p.memory_per_device_gib, "vcpus": p.vcpus,
             "host_memory_gib": p.host_memory_gib, "network_gbps": p.network_gbps, "efa": p.efa,
-            "nvlink": p.nvlink, "intra_node_gbytes_s": p.intra_node_gbytes_s, "peak_fp32_tflops": p.peak_tflops.get("fp32"),
+            "nvlink": p.nvlink, "intra_node_gbytes_s": p.intra_node_gbytes_s,
+            "peak_fp32_tflops": p.peak_tflops.get("fp32"),
             "peak_bf16_tflops": p.peak_tflops.get("bf16"), "peak_fp16_tflops": p.peak_tflops.get("fp16"),
             "price_per_hour": p.price_per_hour, "region": p.price_region or None,
             "price_date": p.price_date or None, "label": p.label}

@@ -242,7 +242,10 @@ class JobResult:
     def summary_row(self) -> dict[str, Any]:
         """One job in the units people read (ms, MiB), with its spread and noise verdict."""
         s, f = self.spec, self.figures
-        ms = (lambda v: None if v is None else v * 1e3)
+
+        def ms(v: float | None) -> float | None:
+            return None if v is None else v * 1e3
+
         return dict(run_id=self.run_id, model=s.model, size=s.size, backend=self.name, batch_size=s.batch_size,
                     seq_len=s.seq_len, precision=s.precision, threads=self.env.get("threads", s.threads),
                     status=self.status, median_step_ms=ms(f.median_step_s), step_iqr_ms=ms(f.step_iqr_s),

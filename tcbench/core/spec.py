@@ -228,7 +228,8 @@ class JobSpec:
             raise SpecError("model", self.model, MODEL_ALLOWED)
         catalog = self.script is None and self.model in MODELS
         if self.script is None and not catalog and not is_local_folder(self.model) and not is_factory(self.model):
-            raise SpecError("model", self.model, MODEL_ALLOWED, f"model={self.model!r} is unknown; allowed: {MODEL_ALLOWED}")
+            raise SpecError("model", self.model, MODEL_ALLOWED,
+                            f"model={self.model!r} is unknown; allowed: {MODEL_ALLOWED}")
         if catalog:
             self._check_choice("size", self.size, SIZES)
         elif not isinstance(self.size, str) or not self.size:
@@ -251,8 +252,9 @@ class JobSpec:
         if catalog:
             limit = max_positions(self.model, self.size)
             if limit is not None and self.seq_len > limit:
-                raise SpecError("seq_len", self.seq_len, f"1..{limit}", f"seq_len={self.seq_len} is beyond {self.model} "
-                                                                         f"({self.size})'s {limit} positions; allowed: 1..{limit}")
+                raise SpecError("seq_len", self.seq_len, f"1..{limit}",
+                                f"seq_len={self.seq_len} is beyond {self.model} ({self.size})'s {limit} positions; "
+                                f"allowed: 1..{limit}")
         self._number("lr", 0, open_low=True)
         self._number("dropout", 0, 1, open_high=True, optional=True)
         self._number("threads", 1, whole=True, optional=True)
@@ -279,7 +281,8 @@ class JobSpec:
         self._check_endpoint()
         if self.world_size == 1:
             return
-        for name, value, allowed in (("script", self.script, None), ("noise_micro_batches", self.noise_micro_batches, 0)):
+        for name, value, allowed in (("script", self.script, None),
+                                     ("noise_micro_batches", self.noise_micro_batches, 0)):
             if value != allowed:
                 raise SpecError(name, value, repr(allowed), f"{name}={value!r} cannot run data-parallel (nproc="
                                 f"{self.nproc}, nnodes={self.nnodes}); allowed with nproc > 1 or nnodes > 1: "

@@ -37,8 +37,10 @@ def _system_rows() -> list[dict[str, Any]]:
     gpus = nvidia_gpus()
     cxx, path = cpp_compiler()
     fix = None if path else "apt-get install g++ (or conda install gxx), or set CXX"
-    row = lambda name, installed, detail, ok=True, fix=None: {"kind": "system", "name": name, "installed": installed,
-                                                             "ok": ok, "detail": detail, "fix": fix}
+
+    def row(name: str, installed: Any, detail: str, ok: bool = True, fix: str | None = None) -> dict:
+        return {"kind": "system", "name": name, "installed": installed, "ok": ok, "detail": detail, "fix": fix}
+
     return [
         row("tcbench", installed_version(DIST) or "not installed", f"the {DIST} distribution"),
         row("python", platform.python_version(),
@@ -72,7 +74,8 @@ def _data_row() -> dict[str, Any]:
     lost = [f for f in DATA_FILES if not (folder / f).is_file()]
     return {"kind": "system", "name": "data", "installed": str(folder), "ok": not lost,
             "detail": f"missing {', '.join(lost)}" if lost else "built-in task, tokenizer, instance profiles",
-            "fix": f"reinstall {DIST} (its wheel carries the data), or set TCBENCH_DATA to a tcbench checkout's data/ folder" if lost else None}
+            "fix": (f"reinstall {DIST} (its wheel carries the data), or set TCBENCH_DATA to a tcbench checkout's "
+                    "data/ folder") if lost else None}
 
 
 def _package_fix(req: Requirement, version: str | None, versions: dict[str, str | None]) -> str:

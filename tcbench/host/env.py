@@ -123,10 +123,13 @@ def describe(env: dict[str, Any]) -> str:
     if not env:
         return "environment not recorded (a run from before tcbench stored it)"
     gpu = f" · GPU {env['gpu']} (driver {env.get('gpu_driver') or '?'})" if env.get("gpu") else " · no GPU"
-    load = lambda k: f"{env[k]['loadavg'][0]:.2f}" if env.get(k) else "?"
+
+    def load(k: str) -> str:
+        return f"{env[k]['loadavg'][0]:.2f}" if env.get(k) else "?"
+
     commit = f" ({env['commit']})" if env.get("commit") else ""
     pinned = f" on CPU {','.join(map(str, env['cpus']))}" if env.get("cpus") else ""
     return (f"tcbench {env.get('tcbench')}{commit} · Python {env.get('python')} · torch {env.get('torch')} · "
             f"torch_xla {env.get('torch_xla') or '–'} · transformers {env.get('transformers')} · {env.get('cpu')}, "
-            f"{env.get('cores')} cores, {env.get('threads')} thread(s) per job{pinned}{gpu} · load {load('load_start')} at "
-            f"start, {load('load_end')} at end · host {env.get('host')}")
+            f"{env.get('cores')} cores, {env.get('threads')} thread(s) per job{pinned}{gpu} · "
+            f"load {load('load_start')} at start, {load('load_end')} at end · host {env.get('host')}")

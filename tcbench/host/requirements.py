@@ -87,7 +87,8 @@ def _from_metadata() -> tuple[Requirement, ...]:
         return ()
     out = []
     for line in lines:
-        m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*(\[[^\]]*\])?\s*([^;]*?)\s*(?:;\s*extra\s*==\s*[\"']([\w-]+)[\"'])?\s*$", line)
+        m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*(\[[^\]]*\])?\s*([^;]*?)"
+                     r"\s*(?:;\s*extra\s*==\s*[\"']([\w-]+)[\"'])?\s*$", line)
         if not m or m.group(1) in (DIST, "tcbench"):
             continue
         group = m.group(4) or CORE
@@ -105,8 +106,10 @@ TESTED: dict[str, str] = {
     "sqlalchemy": "2.1.9", "numpy": "2.4.6", "pandas": "3.1.1", "plotly": "7.1.0", "tqdm": "4.70.1",
     "jupyterlab": "4.6.6", "ipywidgets": "8.1.9", "anywidget": "0.11.0", "voila": "0.5.13",
     "nbconvert": "7.17.2", "nbclient": "0.11.0", "nbformat": "5.11.1", "torch_xla": "2.9.0",
-    "accelerate": "1.15.0", "psycopg": "3.3.9", "optuna-dashboard": "0.21.0", "psycopg2-binary": "2.9.13", "pytest": "9.2.0", "pytest-timeout": "2.4.0", "pytest-xdist": "3.8.0", "pytest-playwright": "0.10.0", "playwright": "1.65.2",
-    "ipykernel": "7.4.0", "readme-renderer": "46.0", "tlparse": "0.4.3", "psutil": "7.2.2",
+    "accelerate": "1.15.0", "psycopg": "3.3.9", "optuna-dashboard": "0.21.0", "psycopg2-binary": "2.9.13",
+    "pytest": "9.2.0", "pytest-timeout": "2.4.0", "pytest-xdist": "3.8.0", "pytest-playwright": "0.10.0",
+    "playwright": "1.65.2", "ipykernel": "7.4.0", "readme-renderer": "46.0", "tlparse": "0.4.3", "psutil": "7.2.2",
+    "ruff": "0.17.6",
     "sphinx": "9.0.4", "myst-parser": "5.2.0", "myst-nb": "1.4.0", "furo": "2025.12.19", "sphinx-argparse": "0.6.1",
 }
 
@@ -253,8 +256,8 @@ def xla_missing(torch_version: str, gpu: bool) -> tuple[str, str | None]:
            f"{INSTALL[XLA]} installs the newest)", match
 
 
-def backend_check(name: str, versions: Versions | None = None,
-                  compiler: tuple[str, str | None] | None = None, gpu: bool | None = None) -> tuple[bool, str, str | None]:
+def backend_check(name: str, versions: Versions | None = None, compiler: tuple[str, str | None] | None = None,
+                  gpu: bool | None = None) -> tuple[bool, str, str | None]:
     """(available, reason, the command that fixes it or None) of a backend, from installed versions (read
     from metadata unless given), for inductor the C++ compiler and for xla whether an NVIDIA GPU answers (both
     looked up unless given) — without importing torch. Pure when ``versions``, ``compiler`` and ``gpu`` are given."""
@@ -264,14 +267,25 @@ def backend_check(name: str, versions: Versions | None = None,
     torch_v, xla_v = v.get("torch"), v.get("torch_xla")
     if torch_v is None:
         return False, f"torch is not installed: {INSTALL[CORE]} (or {fix_for(_req('torch'))})", INSTALL[CORE]
-    if name == "eager":
-        return True, f"native PyTorch (torch {torch_v})", None
-    if name == "inductor":
-        cxx, path = compiler if compiler is not None else cpp_compiler()
-        if path is None:
-            fix = "apt-get install g++ (or conda install gxx), or set CXX"
-            return False, f"Inductor on CPU needs a C++ compiler and {cxx} is not on PATH: {fix}", fix
-        return True, f"torch.compile (Inductor, torch {torch_v}, C++ compiler {path})", None
+    return _BACKEND_CHECKS[name](torch_v, xla_v, compiler, gpu)
+
+
+def _eager_check(torch_v: str, xla_v: str | None, compiler: tuple[str, str | None] | None,
+                 gpu: bool | None) -> tuple[bool, str, str | None]:
+    return True, f"native PyTorch (torch {torch_v})", None
+
+
+def _inductor_check(torch_v: str, xla_v: str | None, compiler: tuple[str, str | None] | None,
+                    gpu: bool | None) -> tuple[bool, str, str | None]:
+    cxx, path = compiler if compiler is not None else cpp_compiler()
+    if path is None:
+        fix = "apt-get install g++ (or conda install gxx), or set CXX"
+        return False, f"Inductor on CPU needs a C++ compiler and {cxx} is not on PATH: {fix}", fix
+    return True, f"torch.compile (Inductor, torch {torch_v}, C++ compiler {path})", None
+
+
+def _xla_check(torch_v: str, xla_v: str | None, compiler: tuple[str, str | None] | None,
+               gpu: bool | None) -> tuple[bool, str, str | None]:
     match = xla_match_command(torch_v)
     if xla_v is None:
         return (False, *xla_missing(torch_v, _has_gpu() if gpu is None else gpu))
@@ -279,6 +293,11 @@ def backend_check(name: str, versions: Versions | None = None,
     if mismatch:
         return False, mismatch, match
     return True, f"PyTorch/XLA {xla_v} on PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')}", None
+
+
+# each backend's installation check, by name like BACKEND_NEEDS: this layer sits below tcbench.job, so it cannot ask
+# the backend class (tcbench.job.backends) the way the runner does
+_BACKEND_CHECKS = {"eager": _eager_check, "inductor": _inductor_check, "xla": _xla_check}
 
 
 def backend_status(name: str, versions: Versions | None = None,

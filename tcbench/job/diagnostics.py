@@ -43,14 +43,16 @@ _HOST_READS = {"item": ".item()", "__bool__": "a Python if/bool() on a tensor", 
 PAD = "pad to a fixed length (padding='max_length') or bucket a few lengths (padding='bucket')"
 NO_SYNC = ("no .item(), float(tensor) or print(tensor) inside the step: keep values as tensors and read them "
            "every k steps, after the step")
-MARK_STEP = "one torch_xla.sync() (xm.mark_step()) per step, after optimizer.step(), and nothing that cuts the graph before it"
+MARK_STEP = ("one torch_xla.sync() (xm.mark_step()) per step, after optimizer.step(), and nothing that cuts the graph "
+             "before it")
 
 
 def _shapes(batch: Any) -> tuple | None:
     """The batch's tensor shapes as a hashable signature (names in order), or None when it has none."""
     if batch is None:
         return None
-    items = batch.items() if isinstance(batch, dict) else enumerate(batch if isinstance(batch, (list, tuple)) else [batch])
+    items = (batch.items() if isinstance(batch, dict)
+             else enumerate(batch if isinstance(batch, (list, tuple)) else [batch]))
     sig = tuple((str(k), tuple(int(d) for d in v.shape)) for k, v in items if hasattr(v, "shape"))
     return sig or None
 
@@ -186,7 +188,8 @@ class DynamoCollector(Collector):
             where = (frame.filename, frame.lineno, frame.name) if frame else _NOWHERE
             why = reason.reason.strip().splitlines()[0] if reason.reason.strip() else "unknown"
             first = max((s for idx, s in self.gb_steps if idx <= i), default=None)
-            _add(found, "graph break", where, why, first, detail=reason.reason, advice=_break_advice(reason.reason, where))
+            _add(found, "graph break", where, why, first, detail=reason.reason,
+                 advice=_break_advice(reason.reason, where))
         data["graph_breaks"] = sum(e["count"] for e in found.values())
         recompiles = 0
         for m in get_compilation_metrics():
@@ -242,19 +245,22 @@ class XlaCollector(Collector):
         fallbacks = ({op: n for op, n in self.in_step.items() if op.startswith("aten::")} if stepped else
                      {op: n - self.base["fallbacks"].get(op, 0) for op, n in now["fallbacks"].items()})
         fallbacks = {op: n for op, n in fallbacks.items() if n > 0}
-        data.update(compiles=now["compiles"] - self.base["compiles"], executions=now["executions"] - self.base["executions"],
+        executions = now["executions"] - self.base["executions"]
+        data.update(compiles=now["compiles"] - self.base["compiles"], executions=executions,
                     # executions finish asynchronously (after the step, in its sync): per step over the whole job
-                    executions_per_step=round((now["executions"] - self.base["executions"]) / stepped, 2) if stepped else None,
+                    executions_per_step=round(executions / stepped, 2) if stepped else None,
                     host_transfers=transfers, fallback_ops=sum(n for op, n in fallbacks.items() if op != _ITEM),
-                    host_transfers_outside_steps=now["transfers"] - self.base["transfers"] - transfers if stepped else None)
+                    host_transfers_outside_steps=(now["transfers"] - self.base["transfers"] - transfers
+                                                  if stepped else None))
         found: dict[tuple, dict] = {}
         self._xla_recompiles(found, data["compiles"])
         data["recompiles"] = sum(e["count"] for e in found.values())
         self._xla_transfers(found, transfers, fallbacks.get(_ITEM, 0), stepped)
         for op, n in fallbacks.items():
             if op != _ITEM:
-                _add(found, "fallback", _NOWHERE, f"{op} has no XLA lowering here: it ran on the CPU (a device→host→device "
-                     "round trip)", None, count=n, advice=f"replace {op} by an op XLA lowers, or move it out of the step")
+                _add(found, "fallback", _NOWHERE,
+                     f"{op} has no XLA lowering here: it ran on the CPU (a device→host→device round trip)", None,
+                     count=n, advice=f"replace {op} by an op XLA lowers, or move it out of the step")
         cuts = round(data["executions_per_step"] or 1) - 1
         data["graph_breaks"] = cuts if stepped and cuts > 0 and not transfers else 0
         if data["graph_breaks"]:

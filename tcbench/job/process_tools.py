@@ -40,7 +40,8 @@ def _status_kib(field: str) -> int:
 
 
 class RssMeter:
-    """CPU memory: the process's RSS high-water mark above the baseline taken after the model, optimizer and data are loaded."""
+    """CPU memory: the process's RSS high-water mark above the baseline taken after the model, optimizer and data
+    are loaded."""
 
     def __init__(self) -> None:
         try:  # writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0)

@@ -10,7 +10,8 @@ Kinds, in the order a job sends them: ``phase`` (what it is doing: the stall clo
 the caller), ``compiler`` (the compiled backend's announcement), ``parallel`` (a data-parallel job's process
 group), ``meta`` (after model and data load), ``eval`` (held-out losses, before training and after it), ``step``
 (one per optimizer step), ``counters`` and ``compile_times`` (after warmup), ``sched`` (the steady steps' CPU and
-run-queue time), ``end`` (how it ended; a data-parallel rank other than the reporting one sends its ``end`` alone, with ``rank``).
+run-queue time), ``end`` (how it ended; a data-parallel rank other than the reporting one sends its ``end`` alone,
+with ``rank``).
 
 Imports only the standard library and ``tcbench.core``: both sides of the pipe share it. A message that carries a
 record the result keeps extends it (``Step``: ``StepRecord``; ``CompileTimes``, ``Compiler``, ``Sched``: the records of

@@ -60,7 +60,7 @@ class _Job:
         self.model: Any = None
         self.device: Any = None
         self.tracker: "Tracker | None" = None
-        self.diag: Any = None            # tcbench.job.diagnostics.Collector: graph breaks, recompiles, ... where and why
+        self.diag: Any = None   # tcbench.job.diagnostics.Collector: graph breaks, recompiles, ... where and why
         self.finished = False
 
     @property
@@ -306,7 +306,8 @@ class Tracker:
         dt = time.perf_counter() - self._t
         cpu = time.process_time() - self._c
         if JOB.diag is not None:
-            self._shapes.update(batch if isinstance(batch, dict) else {"batch": batch} if hasattr(batch, "shape") else {})
+            self._shapes.update(batch if isinstance(batch, dict)
+                                else {"batch": batch} if hasattr(batch, "shape") else {})
             self._diag_step.__exit__(None, None, None)
         i, spec = self.count, self.spec
         batch = batch_size or spec.batch_size

@@ -170,11 +170,3 @@ class RoundsRule:
         """Whether the interval over these rounds is within the asked resolution (never before the pilot is done)."""
         hw = half_width(logs, self.pilot) if len(logs) >= self.pilot else None
         return hw is not None and math.exp(hw) - 1 <= self.resolve
-
-    def rounds_needed(self, logs: Sequence[float]) -> int | None:
-        """Stein's planned total after the pilot, or None before the pilot is done:
-        max(pilot, ⌈(t(0.975, pilot−1)·s0 ÷ log(1+resolve))²⌉)."""
-        if len(logs) < self.pilot:
-            return None
-        s0 = statistics.stdev(logs[:self.pilot])
-        return max(self.pilot, math.ceil((_t(self.pilot - 1) * s0 / math.log1p(self.resolve)) ** 2))

@@ -13,7 +13,7 @@ import statistics
 from typing import Any, Sequence
 
 from tcbench.core.results import JobFigures, StepRecord
-from tcbench.view.format import fmt_between, fmt_ratio   # the verdict sentences' ratios
+from tcbench.core.fmt import fmt_between, fmt_ratio   # the verdict sentences' ratios
 
 # -- noise: when a job's steady steps cannot be trusted ---------------------------------------------
 NOISY_WAIT_SHARE = 0.10     # threads runnable but waiting for a CPU more than 10 % of the steady time

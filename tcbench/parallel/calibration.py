@@ -1,8 +1,10 @@
-"""Fit this machine's all-reduce link (α, B) from measured all-reduces, for ``project_scaling(profiles=["this-machine"])``.
+"""Fit this machine's all-reduce link (α, B) from measured all-reduces, for
+``project_scaling(profiles=["this-machine"])``.
 
 The measurement is a data-parallel job's own: its DDP communication hook times every gradient bucket's all-reduce
-(``JobResult.extra.allreduce_steps``); ``link_samples`` turns finished jobs into plain data, ``[{"bytes": D, "seconds": t},
-...]``, D the size of one all-reduced bucket (not the ring traffic), and ``calibrate_link`` takes either.
+(``JobResult.extra.allreduce_steps``); ``link_samples`` turns finished jobs into plain data,
+``[{"bytes": D, "seconds": t}, ...]``, D the size of one all-reduced bucket (not the ring traffic), and
+``calibrate_link`` takes either.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def _samples(samples: Iterable[Mapping[str, Any]] | Any, world_size: int) -> tup
             raise bad_value(f"samples[{i}]", row, 'use a dict {"bytes": int, "seconds": float}')
         size, secs = row.get("bytes"), row.get("seconds")
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
-            raise bad_value(f"samples[{i}]['bytes']", size, "use a whole number of bytes > 0 (the all-reduced tensor's size)")
+            raise bad_value(f"samples[{i}]['bytes']", size,
+                            "use a whole number of bytes > 0 (the all-reduced tensor's size)")
         if isinstance(secs, bool) or not isinstance(secs, (int, float, np.floating)) or not 0 < secs < math.inf:
             raise bad_value(f"samples[{i}]['seconds']", secs, "use a number of seconds > 0")
         sizes.append(float(size))
@@ -75,7 +78,8 @@ def calibrate_link(samples: Iterable[Mapping[str, Any]], world_size: int = 2,
     measured buckets, ``link_samples``). Least squares on each size's median time, t = a + D / B_alg; then the
     ring model t = 2(N−1)·α + 2(N−1)/N · D / B gives α = a / (2(N−1)) and B = B_alg × 2(N−1)/N. A negative
     intercept (noise) is taken as α = 0. Returns ``base`` (default ``LinkAssumptions()``) with
-    measured_gbytes_s = B / 1e9 and measured_alpha_s = α, used by ``project_scaling`` for the ``"this-machine"`` profile.
+    measured_gbytes_s = B / 1e9 and measured_alpha_s = α, used by ``project_scaling`` for the ``"this-machine"``
+    profile.
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 2:
         raise bad_value("world_size", world_size, "use the whole number of processes that all-reduced, >= 2")

@@ -23,7 +23,7 @@ can hide communication. Scaling factor = throughput of n devices ÷ (n × throug
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -90,10 +90,6 @@ class LinkAssumptions:
             _check_range("LinkAssumptions.measured_gbytes_s", self.measured_gbytes_s, 0.0, open_low=True)
             _check_range("LinkAssumptions.measured_alpha_s", self.measured_alpha_s, 0.0)
 
-    def as_dict(self) -> dict:
-        """The assumptions as a plain dict (for a table, JSON or a store)."""
-        return asdict(self)
-
 
 def gradient_bytes(params: int, precision: str = "fp16") -> int:
     """D: the bytes one device all-reduces per step (parameters × 2 bytes under AMP, × 4 in fp32)."""
@@ -136,7 +132,8 @@ def _link(p: Profile, nodes: int, efa: bool, a: LinkAssumptions) -> _Link:
     eff, alpha = (a.efa_efficiency, a.efa_alpha_s) if efa else (a.tcp_efficiency, a.tcp_alpha_s)
     sharing = p.accelerator_count if a.ring_order == "interleaved" else 1
     net = p.network_gbps / 8.0 * eff / sharing
-    name = f"network {p.network_gbps:g} Gbps {'EFA' if efa else 'TCP'}" + (f" / {sharing} devices" if sharing > 1 else "")
+    name = (f"network {p.network_gbps:g} Gbps {'EFA' if efa else 'TCP'}"
+            + (f" / {sharing} devices" if sharing > 1 else ""))
     if intra is not None and intra.gbytes_s < net:
         return _Link(intra.name + " (slower than the network)", intra.gbytes_s, alpha, intra.efficiency)
     return _Link(name, net, alpha, eff)
@@ -159,7 +156,8 @@ def _efa_settings(p: Profile, efa: bool | str | None) -> list[bool]:
     return [bool(efa)]
 
 
-def _compute_s(p: Profile, precision: str, params: int, tokens: int, given: Any, a: LinkAssumptions) -> tuple[float, str]:
+def _compute_s(p: Profile, precision: str, params: int, tokens: int, given: Any,
+               a: LinkAssumptions) -> tuple[float, str]:
     """Compute seconds per step on one device: given by the caller, else 6·P·tokens / (peak × MFU)."""
     value = given.get(p.name) if isinstance(given, Mapping) else given
     if value is not None:
@@ -201,12 +199,13 @@ class ScalingProjection:
             f"An estimate, not a measurement: data-parallel scaling of {self.params / 1e6:,.0f} M parameters with "
             f"{self.precision} gradients (D = {self.grad_mib:,.0f} MiB all-reduced per step; in a ring each device "
             f"sends and receives 2(N−1)/N × D) at {self.per_device_batch} samples × {self.seq_len} tokens per device. "
-            f"All-reduce time = 2(N−1)·α + 2(N−1)/N · D / B, B the slowest link: inside a node the datasheet GPU-to-GPU "
-            f"bandwidth × {a.intra_efficiency:g} (α {a.intra_alpha_s * 1e6:g} µs), across nodes the network Gbps/8 × "
-            f"{a.efa_efficiency:g} with EFA (α {a.efa_alpha_s * 1e6:g} µs) or × {a.tcp_efficiency:g} over plain TCP "
-            f"(α {a.tcp_alpha_s * 1e6:g} µs), {a.ring_order} ring; a hierarchical all-reduce would do better across "
-            f"nodes. Step = compute + max(0, all-reduce − {self.overlap:g} × compute) (the overlap with the backward "
-            f"pass), {compute}. Scaling factor = throughput of n devices ÷ (n × throughput of one). Sources: {a.source}.")
+            f"All-reduce time = 2(N−1)·α + 2(N−1)/N · D / B, B the slowest link: inside a node the datasheet "
+            f"GPU-to-GPU bandwidth × {a.intra_efficiency:g} (α {a.intra_alpha_s * 1e6:g} µs), "
+            f"across nodes the network Gbps/8 × {a.efa_efficiency:g} with EFA (α {a.efa_alpha_s * 1e6:g} µs) "
+            f"or × {a.tcp_efficiency:g} over plain TCP (α {a.tcp_alpha_s * 1e6:g} µs), {a.ring_order} ring; "
+            f"a hierarchical all-reduce would do better across nodes. "
+            f"Step = compute + max(0, all-reduce − {self.overlap:g} × compute) (the overlap with the backward pass), "
+            f"{compute}. Scaling factor = throughput of n devices ÷ (n × throughput of one). Sources: {a.source}.")
 
     def plot(self) -> Any:
         """Scaling factor against devices, one line per profile and EFA setting (a plotly Figure)."""
@@ -234,7 +233,8 @@ def _params_of(params: int | None, spec: Any) -> int:
             raise bad_value("params", params, "use a whole number of parameters > 0")
         return params
     if spec is None:
-        raise bad_value("params", None, "give params= (a parameter count) or spec= (a tcbench.JobSpec of a catalog model)")
+        raise bad_value("params", None,
+                        "give params= (a parameter count) or spec= (a tcbench.JobSpec of a catalog model)")
     from tcbench.core.catalog import MODELS, approx_params
 
     if getattr(spec, "model", None) not in MODELS:
@@ -255,7 +255,8 @@ def _check_profiles(found: list[Profile], precision: str, nodes: tuple, efa: Any
     """Everything a profile needs for the projection asked of it, checked before computing anything."""
     for p in found:
         if efa is True and not p.efa:
-            raise bad_value("efa", efa, f"profile {p.name!r} has no EFA; use None (follow the profile), False or 'both'")
+            raise bad_value("efa", efa,
+                            f"profile {p.name!r} has no EFA; use None (follow the profile), False or 'both'")
         multi = p.accelerator_count > 1 or max(nodes) > 1
         if p.is_local and multi and a.measured_gbytes_s is None:
             raise bad_value("assumptions", a, f"profile {p.name!r} has no known link: pass "
@@ -264,8 +265,9 @@ def _check_profiles(found: list[Profile], precision: str, nodes: tuple, efa: Any
             raise bad_value("nodes", nodes, f"profile {p.name!r} has no network figure; use nodes=(1,)")
         given = compute.get(p.name) if isinstance(compute, Mapping) else compute
         if given is None and precision not in p.peak_tflops:
-            raise bad_value("precision", precision, f"profile {p.name!r} ({p.accelerator}) has no {precision} peak to "
-                       f"estimate compute from: use one of {', '.join(p.peak_tflops) or 'none'}, or give compute_step_s")
+            raise bad_value("precision", precision,
+                            f"profile {p.name!r} ({p.accelerator}) has no {precision} peak to estimate compute from: "
+                            f"use one of {', '.join(p.peak_tflops) or 'none'}, or give compute_step_s")
 
 
 def _check_compute(compute: Any, found: list[Profile]) -> Any:
@@ -354,7 +356,8 @@ def project_scaling(params: int | None = None, spec: Any = None, profiles: Seque
     d_bytes = gradient_bytes(n_params, precision)
     rows = [_row(p, setting, n, devices, d_bytes, _compute_s(p, precision, n_params, batch * seq, compute, a),
                  batch, overlap, a)
-            for p in found for setting in _efa_settings(p, efa) for n, devices in _device_plan(p.accelerator_count, nodes)]
+            for p in found for setting in _efa_settings(p, efa)
+            for n, devices in _device_plan(p.accelerator_count, nodes)]
     df = pd.DataFrame(rows)
     if dataset_samples is not None:
         df = _add_cost(df, found, batch, dataset_samples)

@@ -150,7 +150,8 @@ def scaling(spec: JobSpec, nprocs: Sequence[int] = (1, 2), rounds: int = 3, pari
             if not session.stopped:
                 one = spec.replace(nproc=1, batch_size=spec.batch_size * n)
                 result.parity_runs[n] = run(one, observer, stop, store, result.comparison_id, 0,
-                                            f"one process at {one.batch_size}", label=f"1 process, batch {one.batch_size}")
+                                            f"one process at {one.batch_size}",
+                                            label=f"1 process, batch {one.batch_size}")
     return result
 
 

@@ -35,7 +35,8 @@ def conclude(result: JobResult, end: End | None, returncode: int, ending: str) -
         result.status, result.error = script_ending(result, returncode)
     else:
         result.status = "failed"
-        result.error = f"the job process exited with code {returncode} before reporting; log tail:\n" + result.log_tail[-1500:]
+        result.error = (f"the job process exited with code {returncode} before reporting; log tail:\n"
+                        + result.log_tail[-1500:])
     rank_failure(result, ending)
 
 

@@ -1,6 +1,6 @@
 """What each of the job's messages (``tcbench.job.protocol``) changes in its JobResult, and what the caller's
-observer hears of it (``tcbench.core.events``): one handler per message type. The job's own ``End`` is handed back to the runner, which
-decides how the job ended (``tcbench.runner.ending``)."""
+observer hears of it (``tcbench.core.events``): one handler per message type. The job's own ``End`` is handed back
+to the runner, which decides how the job ended (``tcbench.runner.ending``)."""
 
 from __future__ import annotations
 

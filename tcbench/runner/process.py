@@ -38,7 +38,7 @@ from typing import Any
 
 from tcbench.host.env import job_env as job_env_info
 from tcbench.host.env import codegen_key, load_now
-from tcbench.job.backends import backend_class, get_backend
+from tcbench.job.backends import Backend, backend_class, get_backend
 from tcbench.job.protocol import End, Log, Step, decode
 from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_reference
 from tcbench.runner import artifacts as team_artifacts
@@ -166,8 +166,9 @@ def caller_path() -> str:
     return os.pathsep.join(keep)
 
 
-def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
-    """The job process's environment: offline hub, one thread setting, the compile caches, the caller's imports."""
+def job_env(spec: JobSpec, backend: type[Backend], cache: Path, run_dir: Path) -> dict[str, str]:
+    """The job process's environment: offline hub, one thread setting, the compile caches, the caller's imports;
+    ``backend``: the job's backend class (``backend_class(spec.backend)``)."""
     env = {k: v for k, v in os.environ.items() if k not in _SCRIPT_ENV}   # never another job's channel
     env["PYTHONPATH"] = caller_path()
     threads = str(_threads(spec))
@@ -179,15 +180,15 @@ def job_env(spec: JobSpec, cache: Path, run_dir: Path) -> dict[str, str]:
                # torch.cuda.is_available() by NVML, not the CUDA driver: a warm launcher whose imports ask stays free
                # of a CUDA context and its threads (a forked job could not use them, and it is not forked then)
                PYTORCH_NVML_BASED_CUDA_CHECK="1")
-    backend_class(spec.backend).job_env(spec, env)   # USE_TORCH_XLA, PJRT_DEVICE, TORCH_LOGS with debug
+    backend.job_env(spec, env)   # USE_TORCH_XLA, PJRT_DEVICE, TORCH_LOGS with debug
     return env
 
 
-_SCRIPT_ENV = ("TCBENCH_FD", "TCBENCH_SPEC", "TCBENCH_SCRIPT_PID", "TCBENCH_BACKEND", "TCBENCH_STEPS",
-               "TCBENCH_WARMUP_STEPS", "TCBENCH_LOSS_EVERY")
+_SCRIPT_ENV = ("TCBENCH_FD", "TCBENCH_SPEC", "TCBENCH_SCRIPT_PID", "TCBENCH_BACKEND")
 
 
-def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[str], str, dict[str, str]]:
+def _command(spec: JobSpec, backend: type[Backend], fd: int, run_dir: Path,
+             cache: Path) -> tuple[list[str], str, dict[str, str]]:
     """(argv, working directory, extra environment) of the job process: tcbench's worker, or the user's
     script started as ``python script.py args`` from the caller's working directory, told its job through
     the environment (tcbench.job.track reads it)."""
@@ -195,10 +196,8 @@ def _command(spec: JobSpec, fd: int, run_dir: Path, cache: Path) -> tuple[list[s
         return [sys.executable, "-m", "tcbench.job.launch", str(fd), spec.to_json(), str(run_dir)], str(run_dir), {}
     if spec.script is None:
         return [sys.executable, "-m", "tcbench.job.worker", spec.to_json(), str(fd), str(run_dir)], str(run_dir), {}
-    env = dict(TCBENCH_FD=str(fd), TCBENCH_SPEC=spec.to_json(), TCBENCH_BACKEND=spec.backend,
-               TCBENCH_STEPS=str(spec.steps), TCBENCH_WARMUP_STEPS=str(spec.warmup_steps),
-               TCBENCH_LOSS_EVERY=str(spec.loss_every))
-    env.update(backend_class(spec.backend).script_env(cache))
+    env = dict(TCBENCH_FD=str(fd), TCBENCH_SPEC=spec.to_json(), TCBENCH_BACKEND=spec.backend)
+    env.update(backend.script_env(cache))
     return [sys.executable, spec.script, *spec.script_args], os.getcwd(), env
 
 
@@ -267,6 +266,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     ``interrupted`` and is raised again.
     """
     spec = preflight(spec)   # a bad input is a named error before anything is stored or started
+    backend = backend_class(spec.backend)   # the job's backend, looked up once: every step below asks this class
     store = store or Store()
     store.require_writable()
     job = job or f"{label or spec.backend}#{round}"
@@ -282,15 +282,15 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     notify(JobStarted(job=job, backend=spec.backend, label=result.name, run_id=run_id, round=round, spec=spec))
     try:
         ok, reason = backend_status(spec.backend)
-        why_not = backend_class(spec.backend).parallel_unavailable(spec)
+        why_not = backend.parallel_unavailable(spec)
         if not ok:
             result.status, result.error = "unavailable", f"backend {spec.backend!r} is unavailable: {reason}"
         elif why_not:
             result.status, result.error = "unavailable", why_not
         else:
-            fetch = backend_class(spec.backend).shares_artifacts and spec.cache == "artifacts"
+            fetch = backend.shares_artifacts and spec.cache == "artifacts"
             shared = [team_artifacts.fetch(store, spec)] if fetch else []
-            _execute(spec, result, store, writer, notify, stop, run_dir, job, draw)
+            _execute(spec, backend, result, store, writer, notify, stop, run_dir, job, draw)
             shared.append(team_artifacts.keep(store, result))
             if any(shared):
                 result.extra.store_artifacts = "; ".join(s for s in shared if s)
@@ -321,20 +321,20 @@ def _stall_limit(spec: JobSpec, records: list[StepRecord]) -> float:
     return max(spec.stall_s, STALL_STEPS * median(steps)) if steps else spec.stall_s
 
 
-def _execute(spec: JobSpec, result: JobResult, store: Store, writer: _Writer, notify: Observer,
-             stop: threading.Event | None, run_dir: Path, job: str, draw: object = None) -> None:
+def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: Store, writer: _Writer,
+             notify: Observer, stop: threading.Event | None, run_dir: Path, job: str, draw: object = None) -> None:
     probe = result.extra.probe = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
-    compile_cache = backend_class(spec.backend).compile_cache(cache)
+    compile_cache = backend.compile_cache(cache)
     before = _count_files(compile_cache)
     read_fd, write_fd = os.pipe()
     log_path = run_dir / "worker.log"
     t0 = time.monotonic()
-    argv, cwd, extra = _command(spec, write_fd, run_dir, cache)
+    argv, cwd, extra = _command(spec, backend, write_fd, run_dir, cache)
     try:
         with open(log_path, "w") as log:   # its own process group, ended as one; forked by the launcher if it can be
-            proc = start_job(spec, argv, cwd, {**job_env(spec, cache, run_dir), **extra}, write_fd, log, run_dir,
-                             draw)
+            proc = start_job(spec, backend, argv, cwd, {**job_env(spec, backend, cache, run_dir), **extra}, write_fd,
+                             log, run_dir, draw)
     except BaseException:   # not started (a KeyboardInterrupt while the launcher imports): no pipe left open
         os.close(read_fd)
         raise

@@ -43,7 +43,7 @@ from typing import IO, Any, NoReturn, Protocol
 
 from tcbench.core.spec import JobSpec
 from tcbench.host.paths import home, private_dir
-from tcbench.job.backends import backend_class
+from tcbench.job.backends import Backend
 from tcbench.job.process_tools import job_cpus
 from tcbench.job.zygote import RUN_DIR, launcher_environ, receive, send
 
@@ -91,13 +91,14 @@ class Forked:
         self._exited.set()
 
 
-def forkable(spec: JobSpec) -> bool:
-    """Whether the launcher may fork this job: a plain worker job on a backend that runs in the launcher's imports."""
-    return spec.script is None and spec.world_size == 1 and backend_class(spec.backend).forkable and not spec.debug
+def forkable(spec: JobSpec, backend: type[Backend]) -> bool:
+    """Whether the launcher may fork this job: a plain worker job on a backend (``backend``, the spec's backend
+    class) that runs in the launcher's imports."""
+    return spec.script is None and spec.world_size == 1 and backend.forkable and not spec.debug
 
 
-def start_job(spec: JobSpec, argv: list[str], cwd: str, env: dict[str, str], msg_fd: int, log: IO[str],
-              run_dir: Path, draw: object = None) -> JobProcess:
+def start_job(spec: JobSpec, backend: type[Backend], argv: list[str], cwd: str, env: dict[str, str], msg_fd: int,
+              log: IO[str], run_dir: Path, draw: object = None) -> JobProcess:
     """The job's process, in its own process group: forked by the launcher, else started as ``argv``. ``draw``: jobs
     of different draws never fork from the same launcher (None: any launcher of this environment)."""
     mode = os.environ.get(LAUNCHER_ENV, "fork")
@@ -106,7 +107,7 @@ def start_job(spec: JobSpec, argv: list[str], cwd: str, env: dict[str, str], msg
     if mode not in ("fork", "spawn"):
         _note(log, f"{LAUNCHER_ENV}={mode!r} is none of 'fork', 'shared' and 'spawn'; this job starts as a new "
                    "process")
-    elif mode == "fork" and forkable(spec):
+    elif mode == "fork" and forkable(spec, backend):
         request = {"spec": spec.to_json(), "run_dir": str(run_dir), "cwd": cwd, "env": env}
         spare = None if draw is None else free_cpus(int(env.get("OMP_NUM_THREADS") or 0), spec.world_size)
         try:

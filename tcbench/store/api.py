@@ -162,7 +162,8 @@ def database(location: str | os.PathLike | None, create: bool = True) -> Databas
 def _upsert_steps() -> str:
     """Steps by (run_id, step): a step written again (a retried write, a merged spool) replaces the row."""
     cols = ("run_id", *STEP_COLUMNS)
-    return (f"INSERT INTO steps ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) ON CONFLICT (run_id, step) "
+    return (f"INSERT INTO steps ({', '.join(cols)}) VALUES ({', '.join(':' + c for c in cols)}) "
+            f"ON CONFLICT (run_id, step) "
             f"DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in STEP_COLUMNS if c != 'step')}")
 
 
@@ -335,8 +336,9 @@ class Store:
                 try:
                     with self._db.transaction(5.0) as tx:
                         for e in entries:
-                            tx.executemany(_upsert_steps(), [{"run_id": e["run_id"], **{c: s.get(c) for c in STEP_COLUMNS}}
-                                                             for s in e["steps"]])
+                            tx.executemany(_upsert_steps(),
+                                           [{"run_id": e["run_id"], **{c: s.get(c) for c in STEP_COLUMNS}}
+                                            for s in e["steps"]])
                             if e.get("finish"):
                                 self._update_run(tx, e["run_id"], e["finish"])
                 except self._db.operational + (StoreUnreachable,):
@@ -426,8 +428,8 @@ class Store:
         for key in keys:
             row = self.query("SELECT artifact_key, fields_json, sha256, bytes, data FROM compile_artifacts "
                              "WHERE artifact_key = :k", {"k": key}).iloc[0]
-            out.append(({"key": row["artifact_key"], "fields": json.loads(row["fields_json"]), "bytes": int(row["bytes"]),
-                         "sha256": row["sha256"]}, bytes(row["data"])))
+            out.append(({"key": row["artifact_key"], "fields": json.loads(row["fields_json"]),
+                         "bytes": int(row["bytes"]), "sha256": row["sha256"]}, bytes(row["data"])))
         return out
 
     # -- reads --------------------------------------------------------------------------------

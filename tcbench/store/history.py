@@ -16,7 +16,7 @@ from tcbench.core.extras import JobExtras
 from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, field_type
 from tcbench.core.spec import JobSpec
 from tcbench.store.api import STEP_COLUMNS, Store
-from tcbench.view.format import is_null
+from tcbench.core.fmt import is_null
 
 # tc.runs()'s columns, in its order: stored columns of the `runs` table (store.api's names; the figures are
 # core.results.JobFigures'), two of them in people's units (median_step_s in ms, peak_mem_bytes in MiB). Data, not a
@@ -35,7 +35,10 @@ def _num(value: Any) -> Any:
 
 def _env_cells(env_json: Any) -> dict[str, Any]:
     env = json.loads(env_json) if isinstance(env_json, str) and env_json else {}
-    load = lambda key: None if not env.get(key) else f"{env[key]['loadavg'][0]:.2f} ({env[key]['runnable']} runnable)"
+
+    def load(key: str) -> str | None:
+        return None if not env.get(key) else f"{env[key]['loadavg'][0]:.2f} ({env[key]['runnable']} runnable)"
+
     return {**{k: env.get(k) for k in ENV_COLUMNS[:7]}, "load_start": load("load_start"), "load_end": load("load_end")}
 
 

@@ -169,7 +169,8 @@ class Postgres(Database):
                              "postgresql:// (psycopg) or postgresql+psycopg2://") from None
         except ImportError as exc:
             raise StoreError(f"TCBENCH_DB={self.path!r} names a PostgreSQL store but its driver "
-                             f"{exc.name or str(exc)!r} is not installed (pip install 'tcbench-workbench[postgres]')") from None
+                             f"{exc.name or str(exc)!r} is not installed "
+                             "(pip install 'tcbench-workbench[postgres]')") from None
         self.operational = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
         self._engine: Any = None
 

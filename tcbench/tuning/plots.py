@@ -142,7 +142,8 @@ def plot_time_to_loss(df: pd.DataFrame, target: float | None = None,
                                 **LAYOUT))
     for label, g in df.groupby("label", sort=False):
         fig.add_scatter(x=g["wall_s"], y=g["smoothed"], mode="lines", name=label,
-                        line=dict(color=color(g["backend"].iloc[0]), dash="solid" if label.startswith("native") else "dot"))
+                        line=dict(color=color(g["backend"].iloc[0]),
+                                  dash="solid" if label.startswith("native") else "dot"))
     if target is not None:
         fig.add_hline(y=target, line_dash="dash", line_color="grey", annotation_text=f"target {target:.3f}")
     return fig

@@ -86,7 +86,8 @@ class TwoStageResult:
                 continue
             s = job.spec
             row = dict(job=label, backend=s.backend, batch_size=s.batch_size, lr=s.lr, status=job.status,
-                       samples_s=job.samples_s, final_loss=job.final_loss, time_to_target_s=self.time_to_target.get(label))
+                       samples_s=job.samples_s, final_loss=job.final_loss,
+                       time_to_target_s=self.time_to_target.get(label))
             c = cost(job.samples_s, self.profile, s.batch_size, s.seq_len, self.dataset_size) if job.samples_s else {}
             price = c.get("price_per_hour")
             t = row["time_to_target_s"]
@@ -111,7 +112,8 @@ class TwoStageResult:
 
     def __repr__(self) -> str:
         return (f"TwoStageResult(profile={self.profile!r}, chosen_batch={self.chosen_batch}, "
-                f"best_lr={None if self.retune is None else self.retune.best_lr}, time_to_target={self.time_to_target})")
+                f"best_lr={None if self.retune is None else self.retune.best_lr}, "
+                f"time_to_target={self.time_to_target})")
 
 
 def two_stage(spec: JobSpec, profile: str = "this-machine", backends: Sequence[str] = ("eager", "inductor"),

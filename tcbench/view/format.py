@@ -11,44 +11,8 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-MISSING = "–"   # a value that does not exist, everywhere
-
-
-# -- missing values ---------------------------------------------------------------------------------------------
-def is_missing(value: Any) -> bool:
-    """A cell with nothing to show: None, NaN or pd.NA. A string, list, tuple or dict is a value, even empty."""
-    if value is None:
-        return True
-    if isinstance(value, (str, list, tuple, dict)):
-        return False
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def is_null(value: Any) -> bool:
-    """A stored cell that holds no value: SQL NULL as pandas reads it back (None, NaN or pd.NA)."""
-    if value is None:
-        return True
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
-
-
-# -- ratios ----------------------------------------------------------------------------------------------------
-def fmt_ratio(x: float | None) -> str:
-    """A ratio for people: 2 decimals, 3 when 2 would hide a difference from 1."""
-    if x is None or not math.isfinite(x):
-        return MISSING
-    text = f"{x:.2f}×"
-    return f"{x:.3f}×" if text == "1.00×" and x != 1 else text
-
-
-def fmt_between(speedup: float, low: float, high: float) -> str:
-    """An interval that cannot decide, in words: ``between 0.96× and 1.24× (point 1.09×, 95 % interval)``."""
-    return f"between {fmt_ratio(low)} and {fmt_ratio(high)} (point {fmt_ratio(speedup)}, 95 % interval)"
+# the part the lower layers use lives in core; re-exported here, so every formatter has one home for the view
+from tcbench.core.fmt import MISSING, fmt_between, fmt_ratio, is_missing, is_null  # noqa: F401
 
 
 def fmt_ratio_range(low: float | None, high: float | None, unit_after_high: bool = True) -> str:

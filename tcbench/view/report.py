@@ -173,7 +173,8 @@ def write_plotlyjs(folder: str | Path) -> Path | None:
 
 
 def _figures_html(cmp: Any, plotlyjs: str) -> str:
-    """The four charts, and the compile phases' when a compiled job reported them; plotly.js comes with the first (``plotlyjs``: see ``PLOTLYJS``)."""
+    """The four charts, and the compile phases' when a compiled job reported them; plotly.js comes with the first
+    (``plotlyjs``: see ``PLOTLYJS``)."""
     figs = [plots.plot_throughput(plots.collect_throughput(cmp)),
             plots.plot_memory(plots.collect_memory(cmp), cmp.spec.memory_budget_gb),
             plots.plot_losses(plots.collect_losses(cmp)), plots.plot_step_times(plots.collect_step_times(cmp))]

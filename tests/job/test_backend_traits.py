@@ -17,7 +17,7 @@ from tcbench.job.backends import REGISTRY, Backend, backend_class, get_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = sorted(REGISTRY)
-FLAGS = ("runtime_threads", "forkable", "shares_artifacts", "torch_xla")
+FLAGS = ("runtime_threads", "forkable", "shares_artifacts", "torch_xla", "inductor_settings")
 PARENT_SIDE = ("job_env", "script_env", "compile_cache", "parallel_unavailable", "preflight")
 SCRIPT_SIDE = ("collector", "script_device", "compile_script", "cut_graph", "trainer_args",
                "trainer_configured")
@@ -69,6 +69,10 @@ def test_only_eager_and_inductor_jobs_are_forked_and_only_inductor_shares_artifa
     assert {n for n in NAMES if backend_class(n).forkable} == {"eager", "inductor"}
     assert {n for n in NAMES if backend_class(n).shares_artifacts} == {"inductor"}
     assert {n for n in NAMES if backend_class(n).torch_xla} == {"xla"}
+
+
+def test_only_inductor_jobs_read_the_inductor_settings():
+    assert {n for n in NAMES if backend_class(n).inductor_settings} == {"inductor"}
 
 
 @pytest.mark.parametrize("name", NAMES)

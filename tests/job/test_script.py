@@ -20,6 +20,7 @@ import pytest
 
 import tcbench as tc
 from tcbench.measure.job import counted_batch_size
+from tcbench.job.backends import backend_class
 from tcbench.runner import process as _runner
 from tcbench.runner.ending import script_ending
 from tcbench.job import track as _track
@@ -265,13 +266,13 @@ def test_a_script_job_starts_the_script_from_the_callers_directory(tmp_path, mon
     (tmp_path / "train.py").write_text("print('hi')\n")
     spec = tc.preflight(tc.JobSpec(script="train.py", script_args=["--lr", "3"], backend="xla", steps=7))
     assert spec.script == str(tmp_path / "train.py") and spec.model == "train.py"
-    argv, cwd, env = _runner._command(spec, 9, tmp_path / "run", tmp_path / "cache")
+    argv, cwd, env = _runner._command(spec, backend_class(spec.backend), 9, tmp_path / "run", tmp_path / "cache")
     assert argv == [sys.executable, str(tmp_path / "train.py"), "--lr", "3"] and cwd == str(tmp_path)
-    assert env["TCBENCH_FD"] == "9" and env["TCBENCH_BACKEND"] == "xla" and env["TCBENCH_STEPS"] == "7"
+    assert env["TCBENCH_FD"] == "9" and env["TCBENCH_BACKEND"] == "xla"
     assert tc.JobSpec.from_json(env["TCBENCH_SPEC"]) == spec
     assert env["XLA_PERSISTENT_CACHE_PATH"] == str(tmp_path / "cache" / "xla")
     monkeypatch.setenv("TCBENCH_FD", "5")   # a job started from inside a script job gets no stale channel
-    assert "TCBENCH_FD" not in _runner.job_env(spec, tmp_path, tmp_path)
+    assert "TCBENCH_FD" not in _runner.job_env(spec, backend_class(spec.backend), tmp_path, tmp_path)
 
 
 def test_how_a_script_that_ended_on_its_own_is_judged():

@@ -101,7 +101,7 @@ def test_xla_data_parallel_runs_under_torchrun_on_tpu_and_cuda_devices(monkeypat
     for device in ("TPU", "CUDA"):
         monkeypatch.setenv("PJRT_DEVICE", device)
         assert refusal(spec) == ""
-        argv, _, _ = _command(spec, 3, "/tmp/x", "/tmp/c")
+        argv, _, _ = _command(spec, backend_class(spec.backend), 3, "/tmp/x", "/tmp/c")
         assert argv[1:3] == ["-m", "tcbench.job.launch"]
     monkeypatch.setenv("PJRT_DEVICE", "CPU")
     assert "pytorch/xla#5005" in refusal(spec)

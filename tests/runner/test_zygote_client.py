@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tcbench import JobSpec
+from tcbench.job.backends import backend_class
 from tcbench.runner import zygote_client as zc
 
 TINY = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=6, warmup_steps=2, threads=1)
@@ -21,7 +22,7 @@ TINY = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=6, war
     (TINY.replace(debug=True), False), (TINY.replace(nproc=2), False),
     (JobSpec(script="train.py"), False)])
 def test_only_plain_worker_jobs_on_eager_or_inductor_are_forked(spec, forked):
-    assert zc.forkable(spec) is forked
+    assert zc.forkable(spec, backend_class(spec.backend)) is forked
 
 
 def _start(spec: JobSpec, tmp_path: Path):
@@ -29,8 +30,8 @@ def _start(spec: JobSpec, tmp_path: Path):
     log_path = tmp_path / "worker.log"
     read_fd, write_fd = os.pipe()
     with open(log_path, "w") as log:
-        proc = zc.start_job(spec, [sys.executable, "-c", "pass"], str(tmp_path), dict(os.environ), write_fd, log,
-                            tmp_path)
+        proc = zc.start_job(spec, backend_class(spec.backend), [sys.executable, "-c", "pass"], str(tmp_path),
+                            dict(os.environ), write_fd, log, tmp_path)
     os.close(write_fd)
     os.close(read_fd)
     assert proc.wait(timeout=60) == 0
@@ -73,8 +74,8 @@ def test_shared_mode_forks_every_draw_from_one_launcher(mode, shared, tmp_path, 
     log_path = tmp_path / "worker.log"
     read_fd, write_fd = os.pipe()
     with open(log_path, "w") as log:
-        proc = zc.start_job(TINY, [sys.executable, "-c", "pass"], str(tmp_path), dict(os.environ), write_fd, log,
-                            tmp_path, draw=draw)
+        proc = zc.start_job(TINY, backend_class(TINY.backend), [sys.executable, "-c", "pass"], str(tmp_path),
+                            dict(os.environ), write_fd, log, tmp_path, draw=draw)
     os.close(write_fd)
     os.close(read_fd)
     assert proc.wait(timeout=60) == 0 and len(launcher_fails) == 1

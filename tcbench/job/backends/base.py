@@ -42,6 +42,8 @@ class Backend(Protocol):
     shares_artifacts: bool
     # the job trains on torch_xla's device: transformers must be imported with USE_TORCH_XLA=1 (else 0)
     torch_xla: bool
+    # the spec's Inductor settings (compile_mode, compile_scope, compile_optimizer, cpp_wrapper) apply to its jobs
+    inductor_settings: bool
 
     # -- parent side: no torch import ------------------------------------------------------------------------------
     @classmethod

@@ -16,6 +16,7 @@ class EagerBackend:
     forkable = True
     shares_artifacts = False
     torch_xla = False
+    inductor_settings = False
 
     # -- parent side (base.Backend) -----------------------------------------------------------------------------
     @classmethod

@@ -27,6 +27,7 @@ class InductorBackend(EagerBackend):
     name = "inductor"
     runtime_threads = False
     shares_artifacts = True
+    inductor_settings = True
 
     # -- parent side (base.Backend) -----------------------------------------------------------------------------
     @classmethod

@@ -32,6 +32,7 @@ class XlaBackend:
     forkable = False       # its PJRT runtime does not survive a fork
     shares_artifacts = False
     torch_xla = True
+    inductor_settings = False
 
     # -- parent side (base.Backend) -----------------------------------------------------------------------------
     @classmethod
@@ -199,7 +200,8 @@ class XlaBackend:
                 "graph_breaks": 0}
 
     def compile_phases(self) -> CompilePhases:
-        """XLA's own compile (its ``CompileTime`` metric); its lazy tracing is spread over the steps, not timed apart."""
+        """XLA's own compile (its ``CompileTime`` metric); its lazy tracing is spread over the steps, not timed
+        apart."""
         import torch_xla.debug.metrics as met
 
         data = met.metric_data("CompileTime")

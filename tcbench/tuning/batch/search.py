@@ -187,7 +187,8 @@ class _ProbeStudy:
 
         self.study.add_trial(optuna.trial.create_trial(
             params={"backend": row["backend"], "batch_size": row["batch_size"]},
-            distributions={"backend": CategoricalDistribution(list(BACKENDS)), "batch_size": IntDistribution(1, 1 << 24)},
+            distributions={"backend": CategoricalDistribution(list(BACKENDS)),
+                           "batch_size": IntDistribution(1, 1 << 24)},
             value=row["batch_size"] if row["fits"] else 0,
             user_attrs={"row": {k: v for k, v in row.items() if k != "reused"}, "host": socket.gethostname()}))
 

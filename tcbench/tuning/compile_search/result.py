@@ -63,7 +63,8 @@ class CompileSearch:
         only repeated an earlier configuration's measurement (``duplicate_of``) is left out (``trials`` has it)."""
         t = self.trials[self.trials["duplicate_of"].isna()].copy()
         order = t["state"].map({"COMPLETE": 0}).fillna(1) + (t["parity"] == False).astype(int)  # noqa: E712
-        return t.assign(_o=order).sort_values(["_o", "median_step_ms", "number"]).drop(columns="_o").reset_index(drop=True)
+        return (t.assign(_o=order).sort_values(["_o", "median_step_ms", "number"]).drop(columns="_o")
+                .reset_index(drop=True))
 
     def answer(self) -> str:
         """The result in one sentence, with its intervals."""

@@ -7,19 +7,19 @@ with its reasons:
 1. **The native reference**: the job once in eager mode (its losses are what every configuration must match).
 2. **The search**: an Optuna study over the configuration space the device supports (``search_space``): Inductor's
    mode (default, max-autotune-no-cudagraphs; reduce-overhead and max-autotune on CUDA), the scope (the whole model,
-   its repeated block, or the whole training step), what is compiled beside the model (``optimizer.step``, or a fused eager optimizer),
-   the precision (the job's own, and bf16 autocast where the CPU has AVX-512 BF16/AMX or the GPU is sm80+) and
-   ``cpp_wrapper``. The default compiled configuration is the first trial. Each trial is one stored job; its
-   value is its median steady step (ms). **Constraint**: loss parity with the native job (``loss_parity``: the
-   last window within the tolerance, and with dropout off the first losses within a relative tolerance per
-   precision, or ``parity_rtol``); a configuration that breaks it is kept in the table with its reason and is
-   never the answer (Optuna's samplers read the same constraint: ``Trial.set_constraint``). **Pruning**: from the
-   fifth steady step on, the running median step is reported; Optuna's median pruner stops a trial slower than the
-   median of the others at that step. A configuration the sampler proposes again is not run again: the trial
-   takes the first one's value (``duplicate_of``). A trial is stopped when it runs past what is left of the search's
-   budget (at least ``MIN_TRIAL_S``): a configuration that compiles for minutes (max-autotune) fails with that
-   reason. The search ends when the budget left for it would be passed by another trial (the mean trial's length so
-   far), when ``n_trials`` ran, or when every configuration was tried.
+   its repeated block, or the whole training step), what is compiled beside the model (``optimizer.step``, or a
+   fused eager optimizer), the precision (the job's own, and bf16 autocast where the CPU has AVX-512 BF16/AMX or the GPU
+   is sm80+) and ``cpp_wrapper``. The default compiled configuration is the first trial. Each trial is one stored job;
+   its value is its median steady step (ms). **Constraint**: loss parity with the native job (``loss_parity``: the last
+   window within the tolerance, and with dropout off the first losses within a relative tolerance per precision, or
+   ``parity_rtol``); a configuration that breaks it is kept in the table with its reason and is never the answer
+   (Optuna's samplers read the same constraint: ``Trial.set_constraint``). **Pruning**: from the fifth steady step on,
+   the running median step is reported; Optuna's median pruner stops a trial slower than the median of the others at
+   that step. A configuration the sampler proposes again is not run again: the trial takes the first one's value
+   (``duplicate_of``). A trial is stopped when it runs past what is left of the search's budget (at least
+   ``MIN_TRIAL_S``): a configuration that compiles for minutes (max-autotune) fails with that reason. The search ends
+   when the budget left for it would be passed by another trial (the mean trial's length so far), when ``n_trials`` ran,
+   or when every configuration was tried.
 3. **The confirmation**: the fastest configuration that kept parity against the default compiled one and the
    native job, in alternating rounds (``compare_configs``: the same intervals and verdicts as ``compare``), with the
    rest of the budget. A trial's median is one process; only these rounds give an interval.
@@ -161,10 +161,11 @@ def _check(spec: Any, budget_s: Any, n_trials: Any, sampler: Any, pruner: Any, c
     check_number("parity_rtol", parity_rtol, 0, open_low=True, optional=True)
     check_number("resolve", resolve, 0, 1, open_low=True)
     if isinstance(sampler, str) and sampler not in SAMPLERS:
-        raise ValueError(f"sampler={sampler!r} is not allowed; use {', '.join(map(repr, SAMPLERS))} or an optuna sampler")
+        raise ValueError(f"sampler={sampler!r} is not allowed; use {', '.join(map(repr, SAMPLERS))} "
+                         "or an optuna sampler")
     if isinstance(pruner, str) and pruner not in PRUNERS:
         raise ValueError(f"pruner={pruner!r} is not allowed; use {', '.join(map(repr, PRUNERS))} or an optuna pruner")
 
 
-__all__ = ["CompileConfig", "CompileSearch", "CompileSearchOptions", "tune_compile", "search_space", "bf16_supported", "best_config",
-           "narrow", "size_of", "FIELDS", "TRIAL_COLUMNS", "SAMPLERS", "PRUNERS"]
+__all__ = ["CompileConfig", "CompileSearch", "CompileSearchOptions", "tune_compile", "search_space", "bf16_supported",
+           "best_config", "narrow", "size_of", "FIELDS", "TRIAL_COLUMNS", "SAMPLERS", "PRUNERS"]

@@ -61,7 +61,8 @@ def bf16_supported(env: Mapping[str, Any]) -> tuple[bool, str]:
         ok = bool(cap) and float(cap) >= 8.0
         return ok, f"{env['gpu']} (compute capability {cap or 'unknown'})"
     flags = cpu_flags() & {"avx512_bf16", "amx_bf16"}
-    return bool(flags), f"the CPU has {', '.join(sorted(flags))}" if flags else "the CPU has neither AVX-512 BF16 nor AMX"
+    return bool(flags), (f"the CPU has {', '.join(sorted(flags))}" if flags
+                         else "the CPU has neither AVX-512 BF16 nor AMX")
 
 
 def search_space(spec: JobSpec, env: Mapping[str, Any]) -> dict[str, tuple]:

@@ -93,7 +93,8 @@ def trial_rows(study: Any) -> list[dict]:
     for t in study.get_trials(deepcopy=False):
         a = t.user_attrs
         rows.append({"number": t.number, "label": a.get("label"), **{k: t.params.get(k) for k in FIELDS},
-                     "state": t.state.name, "median_step_ms": t.value if t.value is not None else a.get("median_step_ms"),
+                     "state": t.state.name,
+                     "median_step_ms": t.value if t.value is not None else a.get("median_step_ms"),
                      "step_iqr_ms": a.get("step_iqr_ms"), "compile_s": a.get("compile_s"), "parity": a.get("parity"),
                      "loss_diff": a.get("loss_diff"), "reason": a.get("reason", ""),
                      "duplicate_of": a.get("duplicate_of"), "run_id": a.get("run_id")})
@@ -128,7 +129,8 @@ def _watch(trial: Any, spec: JobSpec, notify: Observer, own: threading.Event) ->
         trial.report(statistics.median(steps), rec.step)
         if trial.should_prune():
             trial.set_user_attr("reason", f"pruned at step {rec.step}: its median step so far "
-                                          f"({statistics.median(steps):.1f} ms) was slower than the other trials' there")
+                                          f"({statistics.median(steps):.1f} ms) was slower than the other trials' "
+                                          "there")
             own.set()
 
     return observe

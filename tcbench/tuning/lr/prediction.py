@@ -26,7 +26,10 @@ def lr_ratio(b_noise: float | None, old_batch: float, new_batch: float, optimize
         return 1.0 if optimizer == "sgd" else 1 / math.sqrt(k)
     if optimizer == "sgd":
         return (1 + b_noise / old_batch) / (1 + b_noise / new_batch)
-    g = lambda b: math.sqrt(b_noise / b) + math.sqrt(b / b_noise)
+
+    def g(b: float) -> float:
+        return math.sqrt(b_noise / b) + math.sqrt(b / b_noise)
+
     return g(old_batch) / g(new_batch)
 
 
@@ -90,9 +93,9 @@ class LrPrediction:
     def advice(self) -> str:
         """Plain words: which rule fits this optimiser, and what the measured noise scale says for this change."""
         if self.optimizer == "adam":
-            rule = ("With Adam(W) the best learning rate grows about as √k (the square-root rule) while the batch stays "
-                    "well below the gradient noise scale B_noise, peaks near B = B_noise and falls beyond it; the "
-                    "linear rule overshoots for Adam.")
+            rule = ("With Adam(W) the best learning rate grows about as √k (the square-root rule) while the batch "
+                    "stays well below the gradient noise scale B_noise, peaks near B = B_noise and falls beyond it; "
+                    "the linear rule overshoots for Adam.")
         else:
             rule = ("With SGD (momentum or not) the best learning rate grows as k (the linear rule) while the batch "
                     "stays well below the gradient noise scale B_noise and levels off beyond it; the square-root rule "
@@ -103,9 +106,10 @@ class LrPrediction:
                  "near": f"Batch {self.new_batch} is near B_noise ≈ {fmt_samples(b)}: neither rule holds; "
                          + ("this is about the largest useful rate" if self.optimizer == "adam"
                             else "the rate grows more slowly than the batch"),
-                 "beyond": f"Batch {self.new_batch} is beyond B_noise ≈ {fmt_samples(b)}: a larger batch mostly repeats "
-                           f"the same gradient; " + ("the rate should not grow (the surge form lowers it)"
-                                                     if self.optimizer == "adam" else "the rate stays flat"),
+                 "beyond": f"Batch {self.new_batch} is beyond B_noise ≈ {fmt_samples(b)}: a larger batch "
+                           f"mostly repeats the same gradient; "
+                           + ("the rate should not grow (the surge form lowers it)"
+                              if self.optimizer == "adam" else "the rate stays flat"),
                  "unknown": "The noise scale was not resolved at this batch: the rules' limits are all there is"}
         return (f"{rule} {where[self.regime]}. All three assume lr {self.old_lr:.3g} was (near) the best at batch "
                 f"{self.old_batch} and the same number of samples at both batches; search around them (retune_lr).")

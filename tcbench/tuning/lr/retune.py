@@ -21,16 +21,16 @@ compared with each guess on the same batches: it beats a guess only beyond noise
 **Pruning**: every ``report_every`` steps the mean training loss of that window is reported
 (``trial.report``); when the pruner says so, the job's stop event is set (the job ends
 ``interrupted``) and the trial is pruned. The default (``"halving"``, :class:`tcbench.tuning.lr.study.BudgetedHalving`)
-is successive halving with its budget fixed in advance: one decision, at a third of the steps (``min_resource``; judged earlier,
-the ranking follows how fast a rate falls at first, not where it ends: the short-horizon bias of Wu et al. 2018,
-which favours small rates, while large ones that fall fast and then stall lead early too): a trial goes on only when
-its training loss there is among the best third of the trials that reached that step (the best so far while fewer
-than six have: Optuna's rule) and fewer than ``full_trials(n_trials)`` = max(2, ⌈n_trials / 3⌉) trials went on before it. Run one
-trial at a time, Optuna's own pruner lets every trial that is best so far at the rung run to the end: on tiny GPT-2
-at k = 8 the linear and square-root trials each led there, took a full trial and lost. No trial is pruned after that
-step (``prune_until``): a later stop saves less, and the noisy training loss would overrule the held-out loss that
-decides a few steps later. A trial whose loss became NaN/inf (``diverged``) or that
-failed is marked FAIL with its reason in ``user_attrs``; the study goes on.
+is successive halving with its budget fixed in advance: one decision, at a third of the steps (``min_resource``;
+judged earlier, the ranking follows how fast a rate falls at first, not where it ends: the short-horizon bias of Wu et
+al. 2018, which favours small rates, while large ones that fall fast and then stall lead early too): a trial goes on
+only when its training loss there is among the best third of the trials that reached that step (the best so far while
+fewer than six have: Optuna's rule) and fewer than ``full_trials(n_trials)`` = max(2, ⌈n_trials / 3⌉) trials went on
+before it. Run one trial at a time, Optuna's own pruner lets every trial that is best so far at the rung run to the end:
+on tiny GPT-2 at k = 8 the linear and square-root trials each led there, took a full trial and lost. No trial is pruned
+after that step (``prune_until``): a later stop saves less, and the noisy training loss would overrule the held-out loss
+that decides a few steps later. A trial whose loss became NaN/inf (``diverged``) or that failed is marked FAIL with its
+reason in ``user_attrs``; the study goes on.
 
 **Storage**: ``None`` keeps the study in memory; ``"store"`` puts it in tcbench's own SQLite file;
 any Optuna storage URL (``"sqlite:///tune.db"``) persists it, and calling again with the same
@@ -69,7 +69,7 @@ from tcbench.core.spec import JobSpec, SpecError
 from tcbench.store.api import Store
 from tcbench.tuning.lr.result import FINALIST_COLUMNS, RetunePlan, RetuneResult, build_result
 from tcbench.tuning.storage import check_study_name, heartbeat_on, open_storage
-from tcbench.tuning.lr.study import (PRUNERS, SAMPLERS, StudyContext, full_trials, make_pruner, make_sampler,  # noqa: F401
+from tcbench.tuning.lr.study import (PRUNERS, SAMPLERS, StudyContext, make_pruner, make_sampler,
                                   min_resource, objective, prepare_study, prune_until, sampler_name, study_id,
                                   trial_spec, trials_frame)
 from tcbench.tuning.lr.workers import Claim, check_fork, check_workers, remember, run_workers
@@ -100,7 +100,8 @@ def _check_choices(budget: str, sampler: Any, n_trials: int, pruner: Any, optimi
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r} is not allowed; allowed: {', '.join(map(repr, BUDGETS))}")
     if sampler_name(sampler, n_trials) not in SAMPLERS and isinstance(sampler, str):
-        raise ValueError(f"sampler={sampler!r} is not allowed; use {', '.join(map(repr, SAMPLERS))} or an optuna sampler")
+        raise ValueError(f"sampler={sampler!r} is not allowed; use {', '.join(map(repr, SAMPLERS))} "
+                         "or an optuna sampler")
     if isinstance(pruner, str) and pruner not in PRUNERS:
         raise ValueError(f"pruner={pruner!r} is not allowed; use {', '.join(map(repr, PRUNERS))} or an optuna pruner")
     if optimizer not in OPTIMIZERS:
@@ -310,7 +311,8 @@ def _guesses(spec: JobSpec, new_batch: int, prediction: Any, extras: list[float]
     linear, sqrt = rule_lrs(spec.lr, spec.batch_size, new_batch)
     guesses: dict[str, float] = {}
     for name, lr in ((("prediction", prediction.lr),) if prediction else ()) + (
-            ("linear", linear), ("sqrt", sqrt), ("original", spec.lr), *((f"extra{i}", x) for i, x in enumerate(extras))):
+            ("linear", linear), ("sqrt", sqrt), ("original", spec.lr),
+            *((f"extra{i}", x) for i, x in enumerate(extras))):
         guesses[name] = lr   # a guess equal to an earlier one shares its trial (prepare_study enqueues it once)
     return guesses
 
@@ -360,7 +362,8 @@ def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: S
     if noise is False or noise is None:
         return None, "no prediction asked for (noise=False)"
     if not isinstance(noise, (NoiseScale, bool)):
-        raise ValueError(f"noise={noise!r} is not allowed; use True (stored or measured), False or a tcbench.NoiseScale")
+        raise ValueError(f"noise={noise!r} is not allowed; use True (stored or measured), False or a "
+                         "tcbench.NoiseScale")
     if noise is True:
         noise = stored_noise_scale(spec, store)
     if noise is None:

@@ -139,8 +139,8 @@ class BudgetedHalving:
             why = (f"its training loss there ({value:.4g}) was not among the best third of the {len(values)} trials "
                    f"that reached it (the best so far while fewer than six have: {bar:.4g})")
         elif went_on >= self.cap:
-            why = (f"its training loss there ({value:.4g}) ranked high enough, but the {self.cap} of the {self.n_trials} "
-                   f"trials that may train past it had gone on already")
+            why = (f"its training loss there ({value:.4g}) ranked high enough, but the {self.cap} of the "
+                   f"{self.n_trials} trials that may train past it had gone on already")
         self.storage.set_trial_system_attr(trial_id(self.storage, study.study_name, trial.number),
                                            PRUNE_REASON_ATTR if why else PROMOTED_ATTR, why or True)
         return why is not None

@@ -14,15 +14,15 @@ A dead worker's trial is failed and retried by the heartbeat (``tcbench.tuning.s
 SQLite are refused: SQLite has no row locks, and Optuna can hand one waiting trial to two processes there
 (optuna#4002), so a rule trial could run twice. An in-memory study is not shared at all.
 
-The ``n_workers`` local workers are forked from the calling process (they inherit its job runner and store); the
-caller waits for them and sets their common stop event when its own ``stop`` is set. Their job and trial events come
-back through a pipe per worker (no lock shared with a process that may be killed) and reach the caller's observer in the caller's process, as they happen (a notebook's live
-figure, the CLI's progress lines); an event that cannot be pickled (a job built by a local function) is not shown. A worker runs
-torch (Optuna's GPSampler) on one thread: a thread pool the caller used before the fork does not exist in the
-child, and waiting for it would hang the worker (as PyTorch's DataLoader workers do, for the same reason). The
-GPSampler's autograd cannot run in a child at all when the caller's autograd engine started device threads (a GPU
-backward, or with torch 2.14 a backward after any torch.compile in the caller, GPU or not): ``check_fork`` refuses
-that before any worker starts, with what to do instead.
+The ``n_workers`` local workers are forked from the calling process (they inherit its job runner and store); the caller
+waits for them and sets their common stop event when its own ``stop`` is set. Their job and trial events come back
+through a pipe per worker (no lock shared with a process that may be killed) and reach the caller's observer in the
+caller's process, as they happen (a notebook's live figure, the CLI's progress lines); an event that cannot be pickled
+(a job built by a local function) is not shown. A worker runs torch (Optuna's GPSampler) on one thread: a thread pool
+the caller used before the fork does not exist in the child, and waiting for it would hang the worker (as PyTorch's
+DataLoader workers do, for the same reason). The GPSampler's autograd cannot run in a child at all when the caller's
+autograd engine started device threads (a GPU backward, or with torch 2.14 a backward after any torch.compile in the
+caller, GPU or not): ``check_fork`` refuses that before any worker starts, with what to do instead.
 """
 
 from __future__ import annotations

@@ -228,7 +228,8 @@ def test_halving_prunes_at_its_first_rung_and_never_past_half_the_steps(fake, st
 def test_halving_lets_a_third_of_the_trials_train_past_its_rung(fake, store):
     """Each trial better than the last at the rung: Optuna's own successive halving, run one trial at a time, lets
     every one of them run to the end; tcbench's lets max(2, ⌈n_trials / 3⌉) go on and says why the rest stopped."""
-    from tcbench.tuning.lr.retune import full_trials, min_resource
+    from tcbench.tuning.lr.retune import min_resource
+    from tcbench.tuning.lr.study import full_trials
 
     # 5e-4 at batch 8 → 32: linear 2e-3, then sqrt 1e-3 and the original 5e-4 (worse at the rung), then two of your
     # own guesses closer and closer to the fake's best (3e-3): each the best so far when it reaches the rung
