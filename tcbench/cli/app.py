@@ -26,6 +26,7 @@ from tcbench.cli.tables import RUN_COLUMNS, people, print_comparison
 from tcbench.cli.tables import COMPARE_COLUMNS, RUNS_COLUMNS, STEPS_COLUMNS  # noqa: F401 (re-exported, as before)
 from tcbench.core.spec import BACKENDS, NATIVE
 from tcbench.store.api import StoreError
+from tcbench.host.doctor import cli as doctor_cli
 
 # the job options of compare-script (the rest is the script's business), in JobSpec's order
 SCRIPT_FIELDS = ("batch_size", "seq_len", "steps", "warmup_steps", "profile", "loss_every", "threads", "cache", "debug",
@@ -219,7 +220,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run_commands(sub)
     history.add_subcommands(sub)
-    from tcbench.host.doctor import cli as doctor_cli
 
     command(sub, "doctor", "what is installed, what each backend needs, what is missing (and the pip command)",
             "tcbench doctor").set_defaults(func=doctor_cli)

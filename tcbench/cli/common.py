@@ -18,6 +18,7 @@ import pandas as pd
 
 from tcbench.core.spec import BACKENDS, CACHE_MODES, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec
 from tcbench.job.backends import backend_class
+from tcbench.store.api import default_path
 
 # the JobSpec fields a command never takes as an option: the backend is the command's own, the rest are API-only
 NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "script", "script_args", "noise_micro_batches")
@@ -204,7 +205,6 @@ def check_writable(*outputs: tuple[str, str | None]) -> None:
     """Fail before a long run, not after it: each ``(flag, path)`` given must name a file tcbench can write (its
     folder exists and is a folder, it is not a folder itself, the folder takes a new file or the file takes writing),
     no two flags may name the same file (the second would overwrite the first) and none may name the store."""
-    from tcbench.store.api import default_path
 
     store = default_path()
     seen: dict[Path, str] = {store.resolve(): "the store (TCBENCH_DB)"} if isinstance(store, Path) else {}

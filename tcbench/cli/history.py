@@ -14,6 +14,7 @@ from tcbench.cli.common import (add_report_options, check_writable, command, plo
 from tcbench.cli.tables import (COMPARISONS_COLUMNS, RUNS_COLUMNS, STEPS_COLUMNS, people, print_comparison,
                                 verdict_cell)
 from tcbench.view.format import fmt_number, is_missing
+from tcbench.store.api import Store
 
 WIDTH = 120   # what `tcbench profiles` fits without --wide
 # the comparisons `show` and `report` print (not tuning sessions): tune-compile's confirmation is one
@@ -25,8 +26,6 @@ PROFILE_COLUMNS = {"name": "profile", "accelerator": "accelerator", "count": "co
 
 
 def _reading_store() -> Any:
-    from tcbench.store.api import Store
-
     return Store(create=False)   # a missing store is a named error (StoreMissing), nothing is made
 
 

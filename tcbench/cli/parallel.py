@@ -7,6 +7,9 @@ from __future__ import annotations
 import argparse
 
 from tcbench.cli.common import GROUPS, PARALLEL, add_job_options, command, job_spec, print_table
+from tcbench.core.spec import JobSpec
+from tcbench.parallel.projection import LinkAssumptions, project_scaling
+from tcbench.parallel.scaling import scaling
 
 
 _EFA = {"profile": None, "on": True, "off": False, "both": "both"}
@@ -25,9 +28,6 @@ def _whole_numbers(text: str, flag: str) -> tuple[int, ...]:
 
 
 def cmd_project_scaling(a: argparse.Namespace) -> int:
-    from tcbench.core.spec import JobSpec
-    from tcbench.parallel.projection import LinkAssumptions, project_scaling
-
     spec = None
     if a.params is None:   # the catalog's approximate parameter count of --model/--size (no model is built)
         spec = JobSpec(model=a.model, size=a.size, batch_size=a.batch_size, seq_len=a.seq_len, precision=a.precision)
@@ -44,8 +44,6 @@ def cmd_project_scaling(a: argparse.Namespace) -> int:
 
 
 def cmd_scaling(a: argparse.Namespace) -> int:
-    from tcbench.parallel.scaling import scaling
-
     res = scaling(job_spec(a, a.backend), nprocs=_whole_numbers(a.nprocs, "--nprocs"), rounds=a.rounds,
                   parity=not a.no_parity)
     print_table(res.table())

@@ -11,6 +11,17 @@ from tcbench.cli.common import (COMPILER, GROUPS, MULTI_NODE, add_job_options, b
                                 print_table, whole_number)
 from tcbench.core.errors import StoreError
 from tcbench.core.events import BatchProbed, CompileTrialEnded, Event, LrPredicted, TrialEnded
+from tcbench.tuning.batch.search import find_max_batch
+from tcbench.tuning.lr.retune import retune_lr
+from tcbench.tuning.compile_search.search import FIELDS, PRUNERS, SAMPLERS, tune_compile
+from tcbench.tuning.compile_search.space import narrow
+from tcbench.core.spec import SpecError
+from tcbench.store.api import default_path
+from tcbench.store.postgres import mask
+from tcbench.tuning.lr.workers import SHARED, tune_worker
+from tcbench.tuning.dashboard import DashboardMissing, dashboard
+from tcbench.tuning.lr.noise import noise_scale
+from tcbench.tuning.lr.prediction import predict_lr
 
 COMPILER_FIELDS = GROUPS[COMPILER]   # an eager job's: not offered where the job is always eager
 
@@ -40,8 +51,6 @@ def _failed(exc: RuntimeError) -> int:
 
 
 def cmd_max_batch(a: argparse.Namespace) -> int:
-    from tcbench.tuning.batch.search import find_max_batch
-
     names = backend_list(a.backends)
     res = find_max_batch(job_spec(a, names[0]), profile=a.profile, backends=names, start=a.start,
                             max_batch=a.max_batch, probe_steps=a.probe_steps, multiple_of=a.multiple_of,
@@ -58,8 +67,6 @@ def cmd_max_batch(a: argparse.Namespace) -> int:
 
 
 def cmd_retune_lr(a: argparse.Namespace) -> int:
-    from tcbench.tuning.lr.retune import retune_lr
-
     if a.workers > 1:
         _shared_storage(a.storage, "--workers > 1")
     try:
@@ -90,8 +97,6 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
 def cmd_tune_compile(a: argparse.Namespace) -> int:
     import json
 
-    from tcbench.tuning.compile_search.search import tune_compile
-
     res = tune_compile(job_spec(a, "eager"), budget_s=a.budget_s, n_trials=a.trials, space=space_of(a.space),
                        storage=a.storage, study_name=a.study_name, sampler=a.sampler, pruner=a.pruner,
                        seed=a.sampler_seed, confirm=not a.no_confirm, confirm_budget_s=a.confirm_budget_s,
@@ -119,7 +124,6 @@ def cmd_tune_compile(a: argparse.Namespace) -> int:
 def space_of(given: list[tuple[str, list]] | None) -> dict[str, list] | None:
     """The ``--space`` options as tune_compile's ``space``; a field given twice is refused (its choices go in one
     option), never silently the last."""
-    from tcbench.tuning.compile_search.space import narrow
 
     out: dict[str, list] = {}
     for name, choices in given or []:
@@ -138,7 +142,6 @@ def space_of(given: list[tuple[str, list]] | None) -> dict[str, list] | None:
 
 def space_choice(text: str) -> tuple[str, list]:
     """An argparse ``type`` for ``--space FIELD=V1,V2``: (field, choices), booleans read from true/false."""
-    from tcbench.tuning.compile_search.search import FIELDS
 
     name, sep, values = text.partition("=")
     name = name.strip().replace("-", "_")
@@ -157,10 +160,6 @@ def space_choice(text: str) -> tuple[str, list]:
 def _shared_storage(storage: str | None, what: str) -> None:
     """Refuse a ``--storage`` that workers cannot share before anything is opened: opening an SQLite URL creates its
     file, so a refused command would leave one behind. Only PostgreSQL is shared (``tuning.workers.check_workers``)."""
-    from tcbench.core.spec import SpecError
-    from tcbench.store.api import default_path
-    from tcbench.store.postgres import mask
-    from tcbench.tuning.lr.workers import SHARED
 
     if storage is None:
         raise SpecError("storage", None, SHARED, f"{what} needs a --storage: a study kept in memory is not shared "
@@ -173,8 +172,6 @@ def _shared_storage(storage: str | None, what: str) -> None:
 
 
 def cmd_tune_worker(a: argparse.Namespace) -> int:
-    from tcbench.tuning.lr.workers import tune_worker
-
     _shared_storage(a.storage, "tune-worker")   # before the storage (and tcbench's store) is opened
     try:
         trials = tune_worker(a.study, a.storage, n_workers=a.workers, observer=_progress)
@@ -189,8 +186,6 @@ def cmd_tune_worker(a: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(a: argparse.Namespace) -> int:
-    from tcbench.tuning.dashboard import DashboardMissing, dashboard
-
     try:
         dashboard(a.storage, host=a.host, port=a.port)   # until Ctrl-C
     except DashboardMissing as exc:   # the extra is not installed: one line, like the other errors a user fixes
@@ -200,8 +195,6 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
 
 
 def cmd_noise_scale(a: argparse.Namespace) -> int:
-    from tcbench.tuning.lr.noise import noise_scale
-
     try:
         ns = noise_scale(job_spec(a, "eager"), micro_batches=a.micro_batches)
     except RuntimeError as exc:   # the job failed: its reason, in one line (the run is stored)
@@ -212,8 +205,6 @@ def cmd_noise_scale(a: argparse.Namespace) -> int:
 
 
 def cmd_predict_lr(a: argparse.Namespace) -> int:
-    from tcbench.tuning.lr.prediction import predict_lr
-
     try:
         p = predict_lr(job_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches,
                        nproc=a.new_nproc)
@@ -298,8 +289,6 @@ def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
 
 
 def _add_tune_compile(sub: "argparse._SubParsersAction") -> None:
-    from tcbench.tuning.compile_search.search import PRUNERS, SAMPLERS
-
     p = command(sub, "tune-compile", "search the fastest compiled configuration that keeps loss parity (Optuna)",
                 "tcbench tune-compile --model bert-base-cased --size small --dropout 0 --budget-s 600",
                 "Trials compile the job with Inductor's mode, scope (model or repeated blocks), a compiled or eager "

@@ -20,6 +20,9 @@ from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.measure.interval import RoundsRule, log_ratios, ratio_interval, resolution, value_interval
 from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
                                      warnings_for)
+from tcbench.job.diagnostics import table
+from tcbench.core.cost import cost_table
+from tcbench.view.report import comparison_html, write_plotlyjs
 
 
 def median_of(values: Sequence[Any]) -> float | None:
@@ -184,7 +187,6 @@ class Comparison:
     def diagnostics(self) -> pd.DataFrame:
         """What each compiler did and where: one row per job, kind (graph break / recompile / fallback / host
         transfer), place (``where``: "file:line function") and reason (``why``), with ``count`` and ``advice``."""
-        from tcbench.job.diagnostics import table
 
         return table(self)
 
@@ -207,7 +209,6 @@ class Comparison:
 
         Measured here and priced at the profile's rate: the ``basis`` column says so.
         """
-        from tcbench.core.cost import cost_table
 
         s = self.summary()
         rows = s[["backend", "samples_s"]].assign(batch_size=self.spec.batch_size, seq_len=self.spec.seq_len)
@@ -258,8 +259,6 @@ class Comparison:
         without ``path`` the caller puts it there, ``tcbench.view.report.write_plotlyjs``), "cdn" (plotly's CDN,
         needs the network to view) or "inline" (self-contained, about 5 MB). Any other value is a ValueError."""
         from pathlib import Path
-
-        from tcbench.view.report import comparison_html, write_plotlyjs
 
         html = comparison_html(self, profile=profile, plotlyjs=plotlyjs)
         if path:

@@ -18,11 +18,11 @@ from tcbench.core.results import aa_label
 from tcbench.core.spec import JobSpec
 from tcbench.measure.interval import RoundsRule, heterogeneity
 from tcbench.store.api import Store, StoreMissing
+from tcbench.store.history import result_from_row
 
 
 def load_comparison(comparison_id: int, store: Store | None = None) -> Comparison:
     """Rebuild a stored comparison (figures, steps and environment from the store, no rerun)."""
-    from tcbench.store.history import result_from_row
 
     store = store or Store(create=False)   # reading never creates a store
     row = store.comparison_row(comparison_id)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcbench.core.catalog import MODELS, SIZES, max_positions
+from tcbench.core.profiles import LOCAL, catalog, close_matches
 
 BACKENDS = ("eager", "inductor", "xla")
 NATIVE = BACKENDS[0]   # the baseline every compiled job is compared with: native PyTorch
@@ -82,7 +83,6 @@ def check_number(field: str, value: Any, low: float | None = None, high: float |
 def check_profile(name: Any) -> str:
     """The catalog spelling of the instance profile ``name`` (``"g5.2xlarge"`` -> ``"ml.g5.2xlarge"``),
     or a SpecError with the nearest names. Reads the shipped catalog only (cached), never the host."""
-    from tcbench.core.profiles import LOCAL, catalog, close_matches
 
     names = [LOCAL, *(p.name for p in catalog())]
     wanted = name.strip() if isinstance(name, str) else None

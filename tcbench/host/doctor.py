@@ -20,6 +20,7 @@ import pandas as pd
 from tcbench.host.requirements import (BACKEND_NEEDS, CORE, DASHBOARD, DIST, EXTRAS, HF, INSTALL, LAB, POSTGRES,
                                         REQUIREMENTS, TESTED, XLA, Requirement, backend_check, cpp_compiler, fix_for,
                                         installed_version, installed_versions, package_problem, tested_set)
+from tcbench.core.profiles import cpu_model, data_dir, gpu_datasheet, nvidia_driver, nvidia_gpus
 
 COLUMNS = ["kind", "name", "group", "installed", "tested", "supported", "ok", "detail", "fix"]
 DATA_FILES = ("profiles.json", "task/train.jsonl", "task/eval.jsonl", "task/tokenizer.json")
@@ -30,9 +31,6 @@ GROUP_TITLES = {CORE: "core packages", LAB: "lab extra: JupyterLab panel, Voila 
 
 
 def _system_rows() -> list[dict[str, Any]]:
-    from tcbench.core.profiles import cpu_model
-    from tcbench.core.profiles import nvidia_gpus
-
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpus = nvidia_gpus()
     cxx, path = cpp_compiler()
@@ -54,7 +52,6 @@ def _system_rows() -> list[dict[str, Any]]:
 
 def _gpu_detail(gpus: list[tuple[str, float]]) -> str:
     """The GPUs, the driver and the datasheet peak MFU is measured against (or why there is none)."""
-    from tcbench.core.profiles import gpu_datasheet, nvidia_driver
 
     if not gpus:
         return "none (no NVIDIA GPU answered nvidia-smi)"
@@ -68,7 +65,6 @@ def _gpu_detail(gpus: list[tuple[str, float]]) -> str:
 
 def _data_row() -> dict[str, Any]:
     """The data folder (built-in task, tokenizer, instance profiles): beside the package in a checkout."""
-    from tcbench.core.profiles import data_dir
 
     folder = data_dir()
     lost = [f for f in DATA_FILES if not (folder / f).is_file()]

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from typing import Any
+from tcbench.host.env import static_env
 
 PROBE_MAX_AGE_S = 30 * 86400
 DISTURBED_SPREAD = 0.15     # median repetition more than 15 % slower than the best
@@ -64,7 +65,6 @@ def peak_flops(threads: int, dtype: str, store: Any = None) -> dict:
     Read from the store when an undisturbed probe of the last 30 days exists; else measured and stored
     (once per session when undisturbed). ``disturbed`` is "" or the reason the figure cannot be trusted.
     """
-    from tcbench.host.env import static_env
 
     env = static_env()
     host, torch_version = socket.gethostname(), env.get("torch") or ""

@@ -18,6 +18,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from typing import Callable, Mapping
+from tcbench.core.profiles import nvidia_gpus
 
 # the distribution's name (pyproject.toml's [project] name): "tcbench" on PyPI is another project
 DIST = "tcbench-workbench"
@@ -233,8 +234,6 @@ XLA_LAST = (2, 9)   # torch_xla's last release line (2.9.x, for torch 2.9); it n
 
 
 def _has_gpu() -> bool:
-    from tcbench.core.profiles import nvidia_gpus
-
     return bool(nvidia_gpus())
 
 

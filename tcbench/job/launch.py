@@ -18,6 +18,9 @@ import select
 import sys
 import threading
 from typing import TYPE_CHECKING
+from tcbench.core.spec import JobSpec
+from tcbench.job.process_tools import die_with_parent
+from tcbench.job.protocol import Phase, encode
 
 if TYPE_CHECKING:
     from tcbench.core.spec import JobSpec
@@ -54,10 +57,6 @@ def torchrun_args(spec: "JobSpec", spec_json: str, run_dir: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from tcbench.core.spec import JobSpec
-    from tcbench.job.process_tools import die_with_parent
-    from tcbench.job.protocol import Phase, encode
-
     die_with_parent()
     fd, spec_json, run_dir = int(argv[0]), argv[1], argv[2]
     spec = JobSpec.from_json(spec_json)

@@ -15,6 +15,7 @@ from typing import Any
 from tcbench.core.results import TRACE_DIR, TRACE_REPORT_DIR
 from tcbench.core.spec import JobSpec
 from tcbench.job.protocol import Channel, CompileTimes, Compiler, Counters, End, Log, Sched
+from tcbench.job.backends import BackendUnavailable
 
 
 def die_with_parent() -> None:
@@ -57,7 +58,6 @@ class RssMeter:
 
 def classify(exc: BaseException) -> str:
     """The status an exception ends a job with: unavailable, interrupted, oom or failed."""
-    from tcbench.job.backends import BackendUnavailable
 
     if isinstance(exc, BackendUnavailable):
         return "unavailable"

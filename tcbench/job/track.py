@@ -36,6 +36,7 @@ from typing import Any
 from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.job import process_tools as _proc
 from tcbench.job.protocol import Channel, End, Message, Meta, Phase, Step
+from tcbench.job.backends import backend_class, get_backend
 
 BACKEND_ENV = "TCBENCH_BACKEND"
 _OWNER_ENV = "TCBENCH_SCRIPT_PID"    # the job's own process; its children are never the job
@@ -174,14 +175,12 @@ def _spec() -> JobSpec:
 
 def this_backend() -> Any:
     """This process's backend class (``tcbench.job.backends.base.Backend``): its script-side classmethods."""
-    from tcbench.job.backends import backend_class
 
     return backend_class(backend_name())
 
 
 def _backend_object(spec: JobSpec | None) -> Any:
     """The backend's own sync / peak memory / counters / report, on this process's device."""
-    from tcbench.job.backends import get_backend
 
     spec = spec or _spec()
     b = get_backend(spec.backend)

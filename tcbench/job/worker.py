@@ -24,6 +24,8 @@ from tcbench.job.process_tools import (RssMeter, announce, classify, die_with_pa
                                        send_after_warmup, send_sched, steady_start)
 from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step
 from tcbench.job.backends.base import dist_backend
+from tcbench.job.backends import get_backend
+from tcbench.job import data as _data, factory as _factory
 
 
 class Workload:
@@ -32,7 +34,6 @@ class Workload:
     has one, else with the shipped one."""
 
     def __init__(self, spec: JobSpec) -> None:
-        from tcbench.job import data as _data
         from tcbench.job.models import model_task
 
         self.spec = spec
@@ -46,7 +47,6 @@ class Workload:
             self.tokenizer, self.tokenizer_source = _data.job_tokenizer(spec.model)
 
     def model(self):
-        from tcbench.job import factory as _factory
         from tcbench.job.models import build_model
 
         s = self.spec
@@ -63,9 +63,6 @@ class Workload:
         return m
 
     def batches(self, split: str):
-        from tcbench.job import data as _data
-        from tcbench.job import factory as _factory
-
         s = self.spec
         seed = s.seed if split == "train" else s.seed + 1
         rank, world = _rank_world()
@@ -78,7 +75,6 @@ class Workload:
 
     def flops(self, n_params: int) -> float | None:
         """FLOPs of one training step: the catalog's formula for text models, counted for a factory model."""
-        from tcbench.job import factory as _factory
         from tcbench.job.models import flops_per_step
 
         s = self.spec
@@ -110,7 +106,6 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     import torch
 
     from tcbench.job.models import count_params
-    from tcbench.job.backends import get_backend
 
     torch.set_num_threads(spec.threads or max(1, len(os.sched_getaffinity(0)) // spec.nproc))
     backend = get_backend(spec.backend)
@@ -152,7 +147,6 @@ def _on_device(backend, batches, device, steps: int):
         import itertools
 
         return backend.wrap_loader(list(itertools.islice(batches, steps)))
-    from tcbench.job import data as _data
 
     return (_data.batch_on_device(b, device) for b in batches)
 
@@ -218,8 +212,6 @@ def evaluate(spec: JobSpec, backend, work: "Workload", device) -> list[float]:
     """The loss of each of ``spec.eval_batches`` batches of the held-out split (no grad, eval mode; the same
     batches every time, so two evaluations of one job are paired batch by batch)."""
     import torch
-
-    from tcbench.job import data as _data
 
     model = backend.model
     model = getattr(model, "module", model)   # DDP's replica on this process: no collective in an evaluation

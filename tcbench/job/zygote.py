@@ -49,6 +49,7 @@ import traceback
 from typing import NoReturn, Sequence
 
 from tcbench.job.process_tools import die_with_parent, thread_names
+from tcbench.core.catalog import MODELS
 
 MAX_PACKET = 1 << 20
 RUN_DIR = "TCBENCH_RUN_DIR"
@@ -104,7 +105,6 @@ def preload() -> None:
     import tcbench.job.diagnostics  # noqa: F401
     import tcbench.job.models  # noqa: F401
     import tcbench.job.worker  # noqa: F401
-    from tcbench.core.catalog import MODELS
 
     for info in MODELS.values():
         getattr(transformers, info.config_class), getattr(transformers, info.model_class)

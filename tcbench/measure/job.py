@@ -16,6 +16,7 @@ from tcbench.core.results import JobFigures, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.measure.metrics import job_figures
 from tcbench.measure.noise_scale import estimate
+from tcbench.core.profiles import profile
 
 
 def counted_batch_size(spec: JobSpec, records: Sequence[StepRecord]) -> int:
@@ -35,7 +36,6 @@ def wait_share(sched: SchedTimes | None, threads: int) -> float | None:
 
 def datasheet_peak(profile_name: str, precision: str) -> dict:
     """The profile's datasheet peak for ``precision`` as an MFU reference (``probe`` shape), or why there is none."""
-    from tcbench.core.profiles import profile
 
     try:
         tflops = profile(profile_name).peak_tflops.get(precision)

@@ -29,6 +29,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from tcbench.core.profiles import Profile, profile as _profile
+from tcbench.core.catalog import MODELS, approx_params
+from tcbench.view.plots import LAYOUT
 
 ALLREDUCE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 RING_ORDERS = ("by-node", "interleaved")
@@ -211,8 +213,6 @@ class ScalingProjection:
         """Scaling factor against devices, one line per profile and EFA setting (a plotly Figure)."""
         import plotly.graph_objects as go
 
-        from tcbench.view.plots import LAYOUT
-
         fig = go.Figure(layout=dict(title="Projected data-parallel scaling (an estimate, not a measurement)<br><sub>"
                                           "scaling factor = throughput of n devices ÷ (n × one device's)</sub>",
                                     xaxis_title="devices", yaxis_title="scaling factor", xaxis_type="log",
@@ -235,7 +235,6 @@ def _params_of(params: int | None, spec: Any) -> int:
     if spec is None:
         raise bad_value("params", None,
                         "give params= (a parameter count) or spec= (a tcbench.JobSpec of a catalog model)")
-    from tcbench.core.catalog import MODELS, approx_params
 
     if getattr(spec, "model", None) not in MODELS:
         raise bad_value("spec.model", getattr(spec, "model", None),

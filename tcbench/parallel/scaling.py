@@ -26,6 +26,8 @@ from tcbench.runner.session import comparison_session
 from tcbench.core.results import JobResult
 from tcbench.core.spec import JobSpec, SpecError
 from tcbench.store.api import Store
+from tcbench.store.history import result_from_row
+from tcbench.view.plots import LAYOUT
 
 COLUMNS = ["nproc", "global_batch", "ok_runs", "median_step_ms", "samples_s", "scaling_factor", "ci_low", "ci_high",
            "allreduce_mib", "allreduce_ms", "comm_share", "parity", "parity_note", "verdict"]
@@ -98,8 +100,6 @@ class ScalingResult:
         """Scaling factor per process count with its interval, and the ideal (1.0)."""
         import plotly.graph_objects as go
 
-        from tcbench.view.plots import LAYOUT
-
         t = self.table()
         fig = go.Figure(layout={**LAYOUT, "title": "Measured scaling factor (throughput n ÷ (n × throughput 1))",
                                 "xaxis_title": "processes", "yaxis_title": "scaling factor"})
@@ -157,7 +157,6 @@ def scaling(spec: JobSpec, nprocs: Sequence[int] = (1, 2), rounds: int = 3, pari
 
 def load_scaling(comparison_id: int, store: Store | None = None) -> ScalingResult:
     """Rebuild a stored ``scaling`` measurement (its runs, steps and parity runs from the store; nothing rerun)."""
-    from tcbench.store.history import result_from_row
 
     store = store or Store(create=False)   # reading never creates a store
     row = store.comparison_row(comparison_id)

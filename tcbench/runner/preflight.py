@@ -19,9 +19,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tcbench.job import factory as _factory
+from tcbench.job import data as _data, factory as _factory
 from tcbench.job.backends import backend_class
 from tcbench.core.spec import JobSpec, SpecError, is_local_folder, is_factory
+from tcbench.core.catalog import MODELS, training_bytes_floor
+from tcbench.core.profiles import LOCAL, local_profile, profile
 
 
 def _resolved(path: str) -> str:
@@ -45,8 +47,6 @@ def check_fits(spec: JobSpec, budget_gb: float | None) -> None:
     (its budget, else this machine's: per device on a GPU, the host's on a CPU, shared by ``nproc`` processes) is a
     SpecError naming the largest batch that might fit, before a process starts (a job would stall or fail minutes
     later)."""
-    from tcbench.core.catalog import MODELS, training_bytes_floor
-    from tcbench.core.profiles import local_profile
 
     if spec.script is not None or spec.model not in MODELS:
         return
@@ -77,8 +77,6 @@ def check(spec: JobSpec) -> JobSpec:
     Raises a SpecError naming the field, the value and what is allowed. Idempotent: checking the
     returned spec again returns it unchanged.
     """
-    from tcbench.job import data as _data
-    from tcbench.core.profiles import LOCAL, profile
 
     if not isinstance(spec, JobSpec):
         raise TypeError(f"spec={spec!r} is not a tcbench.JobSpec")

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from tcbench.host.paths import private_dir, writable
+from tcbench.host.paths import home, private_dir, writable
 from tcbench.store.base import Database, StoreError, StoreMissing, transient
 
 
@@ -43,8 +43,6 @@ class _Tx:
 
 
 def _under_home(path: Path) -> bool:
-    from tcbench.host.paths import home
-
     return home() == path.parent or home() in path.parents
 
 

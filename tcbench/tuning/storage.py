@@ -31,8 +31,8 @@ from urllib.parse import urlparse
 
 from tcbench.core.errors import first_line
 from tcbench.core.spec import SpecError
-from tcbench.store.base import StoreUnreachable, transient
-from tcbench.store.postgres import driver_url, mask
+from tcbench.store.base import StoreUnreachable, _sqlstate, transient
+from tcbench.store.postgres import advisory_lock, advisory_unlock, driver_url, mask
 
 HEARTBEAT_INTERVAL_S = 10   # a live study process writes its running trial's heartbeat this often
 GRACE_PERIOD_S = 60         # six missed heartbeats: the trial's process is taken to be gone
@@ -89,8 +89,6 @@ def _schema_lock(url: Any, kwargs: dict) -> Iterator[None]:
     import sqlalchemy as sa
     from sqlalchemy.pool import NullPool
 
-    from tcbench.store.postgres import advisory_lock, advisory_unlock
-
     engine = sa.create_engine(url, poolclass=NullPool, **kwargs)
     try:
         with engine.connect() as con:
@@ -107,8 +105,6 @@ def _no_answer(exc: BaseException) -> bool:
     """The connection failed before a server answered (refused, timed out, unknown host): no SQLSTATE came back.
     Retrying hides that for half a minute; a server's own passing state (too many connections, starting up) has one."""
     import sqlalchemy.exc
-
-    from tcbench.store.base import _sqlstate
 
     return (isinstance(exc, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, OSError))
             and _sqlstate(exc) is None)

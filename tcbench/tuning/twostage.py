@@ -28,6 +28,8 @@ from tcbench.core.spec import JobSpec
 from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
 from tcbench.tuning.lr.retune import RetuneResult, retune_lr
+from tcbench.core.cost import cost
+from tcbench.tuning import plots as tp
 
 
 def time_to_loss(result: JobResult, target: float, smoothing: float = 0.1) -> float | None:
@@ -78,7 +80,6 @@ class TwoStageResult:
 
     def summary(self) -> pd.DataFrame:
         """Native and compiled side by side: batch, lr, throughput, time to the target loss, cost."""
-        from tcbench.core.cost import cost
 
         rows = []
         for label, job in (("native", self.native), ("compiled", self.compiled)):
@@ -102,7 +103,6 @@ class TwoStageResult:
 
     def plots(self) -> dict:
         """Figures: ``probes`` (stage 1), the retune figures (stage 2), ``time_to_loss`` (the final pair)."""
-        from tcbench.tuning import plots as tp
 
         figs = {"probes": self.max_batch.plot()}
         if self.retune is not None:

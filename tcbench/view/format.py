@@ -13,6 +13,8 @@ import pandas as pd
 
 # the part the lower layers use lives in core; re-exported here, so every formatter has one home for the view
 from tcbench.core.fmt import MISSING, fmt_between, fmt_ratio, is_missing, is_null  # noqa: F401
+from tcbench.core.results import aa_label
+from tcbench.core.spec import BACKENDS
 
 
 def fmt_ratio_range(low: float | None, high: float | None, unit_after_high: bool = True) -> str:
@@ -151,8 +153,6 @@ def bottom_line(row: Mapping[str, Any]) -> str:
     """One compared job's verdict in one line: ``compiling inductor: 1.07× faster (1.02–1.12), pays off after
     120–340 steps`` (or ``slower, 0.44× the native speed (…)``, ``no measurable difference, …``,
     ``inconclusive, …``); an A/A twin's: ``eager (A/A) against eager: …``."""
-    from tcbench.core.results import aa_label
-    from tcbench.core.spec import BACKENDS
 
     label = str(row.get("backend"))
     twin_of = {aa_label(b): b for b in BACKENDS}.get(label)   # a label tcbench makes, looked up (never parsed)

@@ -22,6 +22,7 @@ from tcbench.view import plots
 from tcbench.view.format import (MISSING, REPORT_COLUMNS, bottom_line, fmt_number, fmt_percent, fmt_usd, fmt_yes_no,
                                  html_kind, html_note, html_text, is_missing, memory_text, verdict_reason)
 from tcbench.host.env import describe
+from tcbench.job.diagnostics import top
 
 __all__ = ["summary_table_html", "findings_html", "diagnostics_html", "comparison_html", "write_plotlyjs"]
 
@@ -108,7 +109,6 @@ def diagnostics_html(diag: pd.DataFrame) -> str:
     """``Comparison.diagnostics()`` for people: each distinct graph break, recompile, fallback and host transfer
     once per job (from the first round that has it) with where, why, count and the checklist's advice; "" when
     there is none. Shared by the HTML report and the ipywidgets panel."""
-    from tcbench.job.diagnostics import top
 
     if diag is None or not len(diag):
         return ""

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tcbench.core.spec import JobSpec
-from tcbench.job.factory import loss_of
+from tcbench.job.factory import batch_size_of, loss_of
 from tcbench.job.backends.base import TrainerMismatch, adamw, autocast_ctx, data_parallel, local_device
+from tcbench.host.requirements import backend_status
 
 
 class EagerBackend:
@@ -76,8 +77,6 @@ class EagerBackend:
         dist.init_process_group(dist_name)
 
     def available(self) -> tuple[bool, str]:
-        from tcbench.host.requirements import backend_status
-
         return backend_status(self.name)   # package metadata only: torch is not imported
 
     def setup(self, spec: JobSpec, cache_dir: str) -> Any:
@@ -113,8 +112,6 @@ class EagerBackend:
         """One optimizer step on the mean of k micro-batch gradients (the same update as the whole batch), keeping
         |G_b|² (the micro-batches' mean squared norm) and |G_B|² (the mean gradient's) for the noise scale."""
         import torch
-
-        from tcbench.job.factory import batch_size_of
 
         params = [p for p in self.model.parameters() if p.requires_grad]
         n = batch_size_of(batch)

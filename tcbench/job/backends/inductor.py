@@ -21,6 +21,8 @@ from tcbench.core.spec import JobSpec
 from tcbench.job import artifacts
 from tcbench.job.backends.base import adamw, data_parallel
 from tcbench.job.backends.eager import EagerBackend
+from tcbench.job.diagnostics import DynamoCollector
+from tcbench.host.requirements import backend_status
 
 
 class InductorBackend(EagerBackend):
@@ -39,8 +41,6 @@ class InductorBackend(EagerBackend):
     # -- script side (base.Backend) -----------------------------------------------------------------------------
     @classmethod
     def collector(cls) -> Any:
-        from tcbench.job.diagnostics import DynamoCollector
-
         return DynamoCollector(cls.name)
 
     @classmethod
@@ -63,8 +63,6 @@ class InductorBackend(EagerBackend):
 
     # -- the job process ----------------------------------------------------------------------------------------
     def available(self) -> tuple[bool, str]:
-        from tcbench.host.requirements import backend_status
-
         return backend_status(self.name)   # torch's metadata and the C++ compiler Inductor calls ($CXX or g++)
 
     def setup(self, spec: JobSpec, cache_dir: str) -> Any:

@@ -22,6 +22,8 @@ from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec, SpecError
 from tcbench.job.factory import loss_of
 from tcbench.job.backends.base import BackendUnavailable
+from tcbench.job.diagnostics import XlaCollector
+from tcbench.host.requirements import backend_status
 
 XLA_CPU_COLLECTIVES = ("pytorch/xla#5005", "pytorch/xla#9089", "pytorch/xla#9496")
 
@@ -77,8 +79,6 @@ class XlaBackend:
     # -- script side (base.Backend) -----------------------------------------------------------------------------
     @classmethod
     def collector(cls) -> Any:
-        from tcbench.job.diagnostics import XlaCollector
-
         return XlaCollector(cls.name)
 
     @classmethod
@@ -111,8 +111,6 @@ class XlaBackend:
 
     # -- the job process ----------------------------------------------------------------------------------------
     def available(self) -> tuple[bool, str]:
-        from tcbench.host.requirements import backend_status
-
         return backend_status(self.name)   # missing, or a major.minor other than torch's: unavailable, with why
 
     def setup(self, spec: JobSpec, cache_dir: str) -> Any:

@@ -20,12 +20,14 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from tcbench.core.events import BatchProbed, Observer
-from tcbench.runner.preflight import check as preflight
-from tcbench.runner.preflight import check_fits
+from tcbench.runner.preflight import check as preflight, check_fits
 from tcbench.runner.session import comparison_session
 from tcbench.core.results import JobResult
 from tcbench.core.spec import BACKENDS, JobSpec, SpecError
 from tcbench.store.api import Store
+from tcbench.core.profiles import profile as get_profile
+from tcbench.tuning.storage import check_study_name, open_storage
+from tcbench.runner.process import backend_status
 
 Probe = Callable[[int], "tuple[bool, dict]"]
 PROBE_COLUMNS = ["backend", "batch_size", "status", "fits", "peak_mem_mb", "samples_s", "wall_s", "run_id", "reason",
@@ -241,20 +243,17 @@ def find_max_batch(spec: JobSpec, profile: str = "this-machine", backends: Seque
     stopped search resumes where it stopped, and a teammate's search on the same settings answers at once.
     ``optuna-dashboard URL`` shows it (best value: the largest batch that fitted).
     """
-    from tcbench.core.profiles import profile as get_profile
     from tcbench.runner.process import run
 
     prof = get_profile(profile)
     budget = float(memory_budget_gb) if memory_budget_gb is not None else prof.memory_budget_gb
     names = _check_args(backends, probe_steps, memory_budget_gb)
-    from tcbench.tuning.storage import check_study_name
 
     check_study_name(study_name)
     spec = preflight(spec)   # once, before the search is stored or any probe starts
     start = spec.batch_size if start is None else start
     search_max_batch(lambda b: (True, {}), start, max_batch, threading.Event(), multiple_of)  # validates only
     store = store or Store()
-    from tcbench.tuning.storage import open_storage
 
     backend_storage, shown = open_storage(storage, store.url())   # a bad URL is a named error before any probe
     study = None
@@ -288,7 +287,6 @@ def _search_backend(out: MaxBatchResult, backend: str, job: Callable[[str, int],
                     notify: Observer, start: int, max_batch: int, multiple_of: int,
                     stop: threading.Event | None) -> None:
     """One backend's search: its probes (answered by ``study`` when it holds them) and figures, into ``out``."""
-    from tcbench.runner.process import backend_status
 
     t0 = time.monotonic()
     ok, why = backend_status(backend)

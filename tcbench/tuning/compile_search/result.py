@@ -15,6 +15,7 @@ from tcbench.measure.interval import ratio_interval
 from tcbench.measure.metrics import EQUIVALENCE, steady, verdict
 from tcbench.store.api import Store
 from tcbench.tuning.compile_search.space import CompileConfig, size_of
+from tcbench.comparison import compare_configs
 
 
 @dataclass
@@ -103,7 +104,6 @@ class CompileSearch:
 def confirm_best(result: CompileSearch, budget_s: float, resolve: float, notify: Callable, stop: Any,
                  store: Store) -> None:
     """Native, the default and the best configuration in alternating rounds (the best only when it differs)."""
-    from tcbench.comparison import compare_configs
 
     spec, default, best = result.spec, result.default, result.best
     variants = {default.label(): default.apply(spec)}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from tcbench.core.catalog import MODELS
-from tcbench.core.spec import INDUCTOR_MODES, JobSpec
+from tcbench.core.spec import COMPILE_SCOPES, INDUCTOR_MODES, JobSpec, PRECISIONS
 
 FIELDS = ("compile_mode", "compile_scope", "compile_optimizer", "precision", "cpp_wrapper")
 
@@ -82,7 +82,6 @@ def narrow(space: dict[str, tuple], wanted: Mapping[str, Sequence] | None) -> di
     """``space`` with the user's own choices for some fields (``space=`` of tune_compile); a field or a choice it
     does not know is a ValueError naming it. A choice outside what the device supports is allowed when it is a
     valid value (the user asked for it: ``{"compile_scope": ["model", "blocks"]}`` for their own model)."""
-    from tcbench.core.spec import COMPILE_SCOPES, PRECISIONS
 
     valid = {"compile_mode": INDUCTOR_MODES, "compile_scope": COMPILE_SCOPES, "compile_optimizer": (True, False),
              "precision": PRECISIONS, "cpp_wrapper": (False, True)}

@@ -20,6 +20,7 @@ from typing import Any
 
 from tcbench.core.spec import NATIVE
 from tcbench.measure.noise_scale import NoiseScale
+from tcbench.store.api import Store
 
 __all__ = ["NoiseScale", "noise_scale", "one_process", "stored_noise_scale"]
 
@@ -51,7 +52,6 @@ def noise_scale(spec: Any, micro_batches: int = 2, observer: Any = None, stop: A
 def stored_noise_scale(spec: Any, store: Any = None) -> NoiseScale | None:
     """The latest stored noise scale measured on ``spec``'s job (same fields except the micro-batch count). The
     runs are narrowed by their columns (the model, size, batch and precision of the job), then compared whole."""
-    from tcbench.store.api import Store
 
     store = store or Store()
     job = one_process(spec).replace(backend=NATIVE, noise_micro_batches=0)

@@ -11,6 +11,7 @@ import numpy as np
 
 from tcbench.core.extras import NoiseScale, fmt_samples
 from tcbench.tuning.lr.noise import noise_scale, stored_noise_scale
+from tcbench.core.spec import SpecError, check_number
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -141,7 +142,6 @@ def predict(noise: NoiseScale, old_lr: float, old_batch: int, new_batch: int, op
 def target_batch(spec: Any, new_batch_size: int | None = None, nproc: int | None = None) -> int:
     """The new global batch: ``new_batch_size``, or ``spec.batch_size × nproc × spec.nnodes`` (the same batch per
     process on ``nproc`` data-parallel processes per machine). Exactly one of the two is given."""
-    from tcbench.core.spec import SpecError, check_number
 
     if (new_batch_size is None) == (nproc is None):
         raise SpecError("new_batch_size", new_batch_size, "a whole number ≥ 1, or nproc instead",

@@ -10,6 +10,7 @@ import pandas as pd
 
 from tcbench.core.spec import JobSpec
 from tcbench.tuning.lr.study import counts, lower_beyond_noise, trials_frame
+from tcbench.tuning import plots as tp
 
 FINALIST_COLUMNS = ["number", "lr", "rule", "seeds", "mean", "se", "values", "run_ids"]
 GUESSES = {"prediction": "noise-scale prediction", "linear": "linear rule (lr·k)", "sqrt": "square-root rule (lr·√k)",
@@ -131,7 +132,6 @@ class RetuneResult:
 
     def plots(self) -> dict:
         """Plotly figures: ``history``, ``lr`` (objective vs lr, both rules marked), ``intermediate``."""
-        from tcbench.tuning import plots as tp
 
         return {"history": tp.plot_history(tp.collect_history(self)),
                 "lr": tp.plot_lr_objective(tp.collect_lr_objective(self), self.linear_lr, self.sqrt_lr, self.best_lr),

@@ -73,6 +73,8 @@ from tcbench.tuning.lr.study import (PRUNERS, SAMPLERS, StudyContext, make_prune
                                   min_resource, objective, prepare_study, prune_until, sampler_name, study_id,
                                   trial_spec, trials_frame)
 from tcbench.tuning.lr.workers import Claim, check_fork, check_workers, remember, run_workers
+from tcbench.tuning.lr.prediction import OPTIMIZERS, predict, target_batch
+from tcbench.tuning.lr.noise import NoiseScale, noise_scale, one_process, stored_noise_scale
 
 BUDGETS = ("equal_samples", "equal_steps")
 
@@ -95,8 +97,6 @@ def _check(spec: JobSpec, new_batch_size: int, n_trials: int, search_factor: flo
 
 
 def _check_choices(budget: str, sampler: Any, n_trials: int, pruner: Any, optimizer: str) -> None:
-    from tcbench.tuning.lr.prediction import OPTIMIZERS
-
     if budget not in BUDGETS:
         raise ValueError(f"budget={budget!r} is not allowed; allowed: {', '.join(map(repr, BUDGETS))}")
     if sampler_name(sampler, n_trials) not in SAMPLERS and isinstance(sampler, str):
@@ -237,8 +237,6 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, *, options: Retu
     ``storage`` (``tcbench.tuning.lr.workers``; ``tcbench tune-worker`` joins from elsewhere); their events reach
     ``observer`` here, in this process, as they happen, and ``stop`` reaches them within a second.
     """
-    from tcbench.tuning.lr.noise import one_process
-    from tcbench.tuning.lr.prediction import target_batch
 
     o = merged(RetuneOptions, options, overrides, "retune_lr")
     processes = None if o.nproc is None else (spec.nproc, o.nproc)
@@ -356,8 +354,6 @@ def _finish_info(result: RetuneResult) -> dict:
 def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: Store, notify: Callable,
              stop: Any, processes: tuple[int, int] | None = None) -> tuple[Any, str]:
     """(the noise-scale prediction or None, why not); measuring the noise scale is one native job when needed."""
-    from tcbench.tuning.lr.noise import NoiseScale, noise_scale, stored_noise_scale
-    from tcbench.tuning.lr.prediction import predict
 
     if noise is False or noise is None:
         return None, "no prediction asked for (noise=False)"

@@ -34,14 +34,15 @@ import time
 from typing import Any, Callable
 
 from tcbench.core.events import Event, Observer
-from tcbench.core.spec import SpecError
+from tcbench.core.spec import JobSpec, SpecError
 from tcbench.runner.session import comparison_session
 from tcbench.core.errors import first_line
 from tcbench.job.process_tools import thread_names
 from tcbench.store.postgres import advisory_lock, advisory_unlock, mask
-from tcbench.tuning.storage import open_storage
+from tcbench.tuning.storage import heartbeat_on, open_storage
 from tcbench.tuning.lr.study import (BudgetedHalving, StudyContext, counts, make_pruner, make_sampler, min_resource,
                                   objective, optimize, prune_until, study_id, trials_frame)
+from tcbench.store.api import Store
 
 SETTINGS_ATTR = "tcbench:worker"   # study user attr: what a joining worker needs beyond retune's stored settings
 LOCK_SPACE = 0x7463                # the advisory lock's first key ("tc"); the second is the study's id
@@ -277,9 +278,6 @@ def tune_worker(study_name: str, storage: str, n_workers: int = 1, store: Any = 
     import optuna
 
     from tcbench.runner.preflight import check as preflight
-    from tcbench.core.spec import JobSpec
-    from tcbench.store.api import Store
-    from tcbench.tuning.storage import heartbeat_on
 
     store = store or Store()
     backend, shown = open_storage(storage, store.url())
