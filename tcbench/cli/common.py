@@ -21,7 +21,8 @@ from tcbench.job.backends import backend_class
 from tcbench.store.api import default_path
 
 # the JobSpec fields a command never takes as an option: the backend is the command's own, the rest are API-only
-NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "script", "script_args", "noise_micro_batches")
+NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "eval_every", "script", "script_args",
+               "noise_micro_batches")
 # the option whose name is not the field's
 FLAGS = {"warmup_steps": "--warmup"}
 CHOICES = {"precision": PRECISIONS, "padding": PADDINGS, "cache": CACHE_MODES, "compile_mode": INDUCTOR_MODES,

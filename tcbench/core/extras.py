@@ -138,6 +138,18 @@ class NoiseScale:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+@dataclass(frozen=True)
+class EvalPoint:
+    """One held-out evaluation during training (``JobSpec.eval_every``): after ``steps`` steps and ``samples``
+    samples, ``wall_s`` seconds after the job started (loading and compiling included, the evaluations' own time
+    left out), the mean held-out ``loss``."""
+
+    steps: int
+    samples: int
+    wall_s: float
+    loss: float
+
+
 def fmt_samples(value: float | None) -> str:
     """A count of samples: 3 significant digits below 1000, whole thousands-separated above."""
     if value is None:
@@ -182,6 +194,7 @@ class JobExtras:
     eval_loss: float | None = None
     eval_losses: list[float] = field(default_factory=list)
     eval_loss_se: float | None = None
+    eval_curve: list[EvalPoint] = field(default_factory=list)   # every eval_every steps (time to quality)
     # the gradient noise scale (noise_micro_batches > 1)
     noise_samples: list[dict] = field(default_factory=list)   # per step: the micro-batch gradient norms
     noise_scale: NoiseScale | None = None
@@ -218,7 +231,7 @@ class JobExtras:
         return cls.from_dict(json.loads(text) if text else {})
 
 
-RECORDS = (CompilerSettings, SchedTimes, AllReduceSummary, RankEnd, NoiseScale, CompilePhases)
+RECORDS = (CompilerSettings, SchedTimes, AllReduceSummary, RankEnd, NoiseScale, CompilePhases, EvalPoint)
 
 
 def _plain(value: Any) -> Any:
@@ -226,6 +239,8 @@ def _plain(value: Any) -> Any:
         return dataclasses.asdict(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
     return value
 
 
@@ -235,7 +250,8 @@ def _record(cls: type, value: Any) -> Any:
 
 
 def _typed(hint: Any, value: Any) -> Any:
-    """A stored value back as its field's type: a record (or ``X | None``), a dict of records, else as stored."""
+    """A stored value back as its field's type: a record (or ``X | None``), a dict or list of records, else as
+    stored."""
     if value is None:
         return None
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
@@ -245,4 +261,7 @@ def _typed(hint: Any, value: Any) -> Any:
     if typing.get_origin(kind) is dict and isinstance(value, dict):
         item = typing.get_args(kind)[1]
         return {k: _record(item, v) if item in RECORDS and isinstance(v, dict) else v for k, v in value.items()}
+    if typing.get_origin(kind) is list and isinstance(value, list):
+        item = typing.get_args(kind)[0]
+        return [_record(item, v) if item in RECORDS and isinstance(v, dict) else v for v in value]
     return value

@@ -138,6 +138,10 @@ class JobSpec:
     draw no random masks, for a tight loss-parity check.
     eval_batches: after training, the mean loss over this many batches of the held-out ``eval`` split
     (0: no evaluation); reported as ``JobResult.extra.eval_loss``.
+    eval_every: with ``eval_batches``, the same held-out batches are also evaluated after every this many steps
+    (0: never), each with the steps, samples and wall time so far, the evaluations' own time left out:
+    ``JobResult.extra.eval_curve`` (time to quality). A compiled model's evaluation graph is compiled at the first
+    of them, and their memory counts in the job's peak.
     memory_budget_gb: the per-device memory a job may use; None takes the instance profile's budget
     when the job starts (``"this-machine"`` has none); a CPU job whose measured peak exceeds it is ``oom``.
     profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
@@ -208,6 +212,7 @@ class JobSpec:
     stall_s: float = 300.0
     timeout_s: float | None = None
     eval_batches: int = 0
+    eval_every: int = 0
     script: str | None = None
     script_args: tuple[str, ...] = ()
     noise_micro_batches: int = 0
@@ -242,8 +247,10 @@ class JobSpec:
         self._set("profile", check_profile(self.profile))
         for name in ("batch_size", "seq_len", "steps", "loss_every"):
             self._number(name, 1, whole=True)
-        for name in ("warmup_steps", "eval_batches"):
+        for name in ("warmup_steps", "eval_batches", "eval_every"):
             self._number(name, 0, whole=True)
+        if self.eval_every and not self.eval_batches:
+            raise SpecError("eval_every", self.eval_every, "0 when eval_batches=0 (there is nothing to evaluate)")
         self._number("seed", 0, SEED_MAX, whole=True)
         if self.steps <= self.warmup_steps:
             raise SpecError("warmup_steps", self.warmup_steps, f"0..{self.steps - 1} (fewer than steps={self.steps})",

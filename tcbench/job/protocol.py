@@ -118,12 +118,17 @@ class CompileTimes(CompilePhases):
 
 @dataclass(frozen=True)
 class Eval:
-    """The held-out loss, its mean and per batch; ``when``: ``initial`` (before the first step) or ``final``."""
+    """The held-out loss, its mean and per batch; ``when``: ``initial`` (before the first step), ``final``, or
+    ``during`` (every ``eval_every`` steps: after ``steps`` steps and ``samples`` samples, ``wall_s`` seconds after
+    the job started, the evaluations' own time left out)."""
 
     kind: ClassVar[str] = "eval"
     eval_loss: float
     losses: list | None = None
     when: str = "final"
+    steps: int | None = None
+    samples: int | None = None
+    wall_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,7 @@ def _init_data_parallel(chan: Channel, backend, device) -> int:
 
 def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     """The measured loop: one straight path from spec to step records."""
+    started = time.perf_counter()   # the eval curve's clock (JobSpec.eval_every): from here, loading included
     chan.send(Phase("loading"))   # importing torch alone takes seconds: the stall clock starts here
     import torch
 
@@ -133,7 +134,8 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     if spec.eval_batches and not spec.compiled and chan.reports:   # the untrained model's loss: did it learn?
         _send_eval(chan, spec, backend, work, device, "initial")
     chan.send(Phase("compiling" if spec.compiled else "warmup"))
-    if not _run_steps(spec, chan, backend, it, world, meter, run_dir):
+    curve = _Curve(spec, chan, backend, work, device, started) if spec.eval_every and chan.reports else None
+    if not _run_steps(spec, chan, backend, it, world, meter, run_dir, curve):
         return
     if spec.eval_batches and chan.reports:
         _send_eval(chan, spec, backend, work, device, "final")
@@ -157,9 +159,31 @@ def _send_eval(chan: Channel, spec: JobSpec, backend, work: "Workload", device, 
     chan.send(Eval(eval_loss=sum(losses) / len(losses), losses=losses, when=when))
 
 
-def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: RssMeter, run_dir: str) -> bool:
-    """Warmup then the measured steps, one ``Step`` each; False when the job ended early (its loss diverged or
-    its memory went over the budget: the ``End`` is sent)."""
+class _Curve:
+    """The held-out evaluations every ``eval_every`` steps (time to quality): the same batches as the final one,
+    each sent with the steps, samples and wall time so far; the evaluations' own time is left out of the wall
+    time (it is the same for every candidate, and a target is reached by training)."""
+
+    def __init__(self, spec: JobSpec, chan: Channel, backend, work: "Workload", device, started: float) -> None:
+        self.spec, self.chan, self.backend, self.work, self.device = spec, chan, backend, work, device
+        self.started, self.eval_s, self.samples = started, 0.0, 0
+
+    def after(self, step: int, samples: int) -> None:
+        """Count the step's samples (all processes'); evaluate when ``step`` ends an interval."""
+        self.samples += samples
+        if (step + 1) % self.spec.eval_every:
+            return
+        t0 = time.perf_counter()
+        losses = evaluate(self.spec, self.backend, self.work, self.device)
+        self.chan.send(Eval(eval_loss=sum(losses) / len(losses), losses=losses, when="during", steps=step + 1,
+                            samples=self.samples, wall_s=t0 - self.started - self.eval_s))
+        self.eval_s += time.perf_counter() - t0
+
+
+def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: RssMeter, run_dir: str,
+               curve: _Curve | None = None) -> bool:
+    """Warmup then the measured steps, one ``Step`` each (and the eval curve's points, with ``curve``); False when
+    the job ended early (its loss diverged or its memory went over the budget: the ``End`` is sent)."""
     import torch
 
     comm = getattr(backend, "comm", None)
@@ -204,6 +228,8 @@ def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: Rss
                     f"peak memory {mem / 2**30:.2f} GiB at step {step} exceeds the profile's budget of "
                     f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
             return False
+        if curve is not None:
+            curve.after(step, world * samples)
     send_sched(chan, steady_from, main_only=main_only, cpus=cpus)
     return True
 

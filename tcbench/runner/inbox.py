@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from tcbench.core.events import CompilerConfigured, JobEvent, LogLine, Observer, PhaseChanged, StepMeasured
-from tcbench.core.extras import RankEnd
+from tcbench.core.extras import EvalPoint, RankEnd
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.job.protocol import (CompileTimes, Compiler, Counters, End, Eval, Log, Message, Meta, Parallel, Phase,
                                   Sched, Step)
@@ -74,9 +74,14 @@ def _compile_times(msg: CompileTimes, result: JobResult, pending: list, tell: Te
 
 
 def _eval(msg: Eval, result: JobResult, pending: list, tell: Tell) -> None:
-    """The held-out loss per batch; ``initial``: before the first step (did it learn?)."""
+    """The held-out loss per batch; ``initial``: before the first step (did it learn?); ``during``: a point of the
+    curve every ``eval_every`` steps (its mean only)."""
     losses = [float(x) for x in msg.losses or [msg.eval_loss]]
     se = standard_error(losses)
+    if msg.when == "during":
+        result.extra.eval_curve.append(EvalPoint(steps=msg.steps, samples=msg.samples, wall_s=msg.wall_s,
+                                                 loss=msg.eval_loss))
+        return
     if msg.when == "initial":
         result.extra.eval_loss_initial, result.extra.eval_losses_initial = msg.eval_loss, losses
         result.extra.eval_loss_initial_se = se
