@@ -38,9 +38,9 @@ from tcbench.store.api import Store, StoreError, StoreMissing
 from tcbench.job.track import StopTraining, compile_for_backend, device, track
 from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples,
                               load_scaling, project_scaling, scaling)
-from tcbench.tuning import (CompileConfig, CompileSearch, CompileSearchOptions, LrPrediction, MaxBatchResult,
-                            NoiseScale, RetuneOptions, RetuneResult,
-                            TwoStageResult, find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, tune_compile,
+from tcbench.tuning import (Candidate, CompileConfig, CompileSearch, CompileSearchOptions, LrPrediction, MaxBatchResult,
+                            NoiseScale, QualityOptions, QualityResult, RetuneOptions, RetuneResult, TwoStageResult,
+                            find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, time_to_quality, tune_compile,
                             two_stage)
 from tcbench.tuning.dashboard import Dashboard, dashboard, start_dashboard
 
@@ -82,7 +82,7 @@ __all__ = [
     # tune: the largest batch, the noise scale, the learning rate after a batch change, the compiled configuration
     "find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "retune_lr",
     "RetuneOptions", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult", "tune_compile", "CompileSearchOptions",
-    "CompileSearch", "CompileConfig",
+    "CompileSearch", "CompileConfig", "time_to_quality", "Candidate", "QualityOptions", "QualityResult",
     "dashboard", "start_dashboard", "Dashboard",
     # scale: data-parallel scaling measured here and projected to instance profiles, with their costs
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions",

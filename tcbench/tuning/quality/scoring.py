@@ -22,20 +22,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from tcbench.core.extras import EvalPoint
 from tcbench.measure.interval import Interval, log_interval
 
 MIN_RUNS = 3   # the olympic mean drops two runs: three is the fewest that leaves one
-
-
-@dataclass(frozen=True)
-class EvalPoint:
-    """One held-out evaluation of a run: after ``steps`` steps and ``samples`` samples, ``wall_s`` seconds after the
-    job started (compile included, the evaluations' own time excluded), the held-out ``loss``."""
-
-    steps: int
-    samples: int
-    wall_s: float
-    loss: float
 
 
 def first_at(points: Sequence[EvalPoint], target: float) -> EvalPoint | None:

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from tcbench.tuning.quality.scoring import EvalPoint, first_at, olympic, paired_ratio
+from tcbench.core.extras import EvalPoint
+from tcbench.tuning.quality.scoring import first_at, olympic, paired_ratio
 
 
 def test_the_olympic_mean_drops_the_fastest_and_the_slowest():

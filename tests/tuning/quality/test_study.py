@@ -1,0 +1,110 @@
+"""time_to_quality against a fake runner whose loss falls with the samples seen and whose clock runs at a known
+speed per candidate: the default target, the refusals before any job, the scores and the paired ratios."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import tcbench as tc
+from tcbench.core.extras import EvalPoint
+from tcbench.core.results import JobResult
+from tcbench.tuning.quality.study import Candidate, time_to_quality
+
+SPEC = tc.JobSpec(model="gpt2", size="tiny", batch_size=4, seq_len=32, steps=20, warmup_steps=2, threads=1)
+SPEED = {"eager": 100.0, "inductor": 150.0}   # samples per second
+HALF = {4: 40.0, 8: 60.0}                      # samples to halve the loss's distance to its floor, per batch
+
+
+def _fake(calls: list, never_below: float | None = None):
+    def run(job, observer=None, stop=None, store=None, comparison_id=None, round=0, label=""):
+        calls.append((label, job.seed, job))
+        curve, samples = [], 0
+        jitter = 1 + 0.02 * ((job.seed * 7) % 5 - 2)   # seeds differ a little, the same in every candidate
+        for step in range(1, job.steps + 1):
+            samples += job.global_batch
+            if step % job.eval_every == 0:
+                loss = 1.0 + 4.0 * 0.5 ** (samples / (HALF[job.batch_size] * jitter))
+                if never_below is not None:
+                    loss = max(loss, never_below)
+                curve.append(EvalPoint(steps=step, samples=samples, wall_s=5.0 + samples / SPEED[job.backend] * jitter,
+                                       loss=loss))
+        res = JobResult(spec=job, status="ok", run_id=len(calls), label=label)
+        res.extra.eval_curve = curve
+        return res
+    return run
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    import tcbench.runner.process as runner
+
+    out: list = []
+    monkeypatch.setattr(runner, "run", _fake(out))
+    return out
+
+
+def test_the_default_target_is_the_references_loss_at_its_steps_and_compiling_gets_there_sooner(calls, store):
+    res = time_to_quality(SPEC, seeds=3, eval_batches=2, store=store)
+    assert [c[0] for c in calls[:3]] == ["native"] * 3                         # the reference runs first
+    assert {c[2].eval_every for c in calls} == {2} and {c[2].steps for c in calls} == {60}   # 8 samples, 3x budget
+    expected = 1.0 + 4.0 * 0.5 ** (80 / 40.0)                                  # the seed-1 jitter is 0: the median
+    assert res.target == pytest.approx(expected) and "median" in res.target_source
+    row = res.table().set_index("candidate").loc["inductor"]
+    assert row.speedup_low > 1.0 and row.samples_ratio == pytest.approx(1.0)  # sooner, with the same samples
+    assert row.not_converged == 0 and len(res.runs) == 6
+    row = store.comparison_row(res.comparison_id)
+    assert row["kind"] == "time-to-quality" and row["status"] == "done"
+
+
+def test_a_bigger_batch_needs_more_samples_and_the_ratio_says_how_many(calls, store):
+    big = Candidate("inductor b8", SPEC.replace(backend="inductor", batch_size=8, lr=SPEC.lr * 2))
+    res = time_to_quality(SPEC, [big], seeds=3, eval_batches=2, store=store)
+    r = res.ratio("inductor b8", "samples")
+    assert r.point == pytest.approx(80 / 120, rel=0.1) and r.high < 1.0       # fewer reference samples than its own
+
+
+def test_a_target_the_reference_never_reaches_is_refused_before_the_other_candidates_run(monkeypatch, store):
+    import tcbench.runner.process as runner
+
+    seen: list = []
+    monkeypatch.setattr(runner, "run", _fake(seen))
+    with pytest.raises(tc.SpecError, match="target_loss=0.5 .*a loss the reference reaches"):
+        time_to_quality(SPEC, seeds=3, eval_batches=2, target_loss=0.5, store=store)
+    assert {label for label, _, _ in seen} == {"native"}
+
+
+def test_two_runs_that_never_reach_the_target_invalidate_a_candidate(monkeypatch, store):
+    import tcbench.runner.process as runner
+
+    fake, stuck = _fake([]), _fake([], never_below=3.0)
+    monkeypatch.setattr(runner, "run", lambda job, *a, **k: (stuck if job.backend == "inductor" else fake)(job, *a, **k))
+    res = time_to_quality(SPEC, seeds=3, eval_batches=2, store=store)
+    row = res.table().set_index("candidate").loc["inductor"]
+    assert row.not_converged == 3 and math.isnan(row.time_to_target_s) and "did not reach the target" in row.note
+    assert all(not r.reached and r.status == "ok" for r in res.runs if r.label == "inductor")   # kept
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(seeds=2), "seeds"),
+    (dict(eval_batches=0), "eval_batches"),
+    (dict(budget=0.5), "budget"),
+    (dict(eval_every_samples=6), "eval_every_samples"),     # not a multiple of the batch (4)
+    (dict(eval_every_samples=48), "eval_every_samples"),    # not a divisor of the reference's 80 samples
+])
+def test_bad_settings_are_named_before_any_job_starts(kw, field, no_process, store):
+    with pytest.raises(tc.SpecError, match=f"^{field}="):
+        time_to_quality(SPEC, store=store, **kw)
+
+
+@pytest.mark.integration
+def test_real_jobs_give_curves_a_target_and_stored_runs(store):
+    spec = SPEC.replace(steps=6, warmup_steps=1)
+    bigger = Candidate("eager b8", spec.replace(batch_size=8))
+    res = time_to_quality(spec, [bigger], seeds=3, eval_batches=2, eval_every_samples=8, budget=2.0, store=store)
+    assert math.isfinite(res.target) and len(res.runs) == 6 and all(r.status == "ok" for r in res.runs)
+    assert any(r.reached for r in res.runs if r.label == "native")          # the median of its own: some reach it
+    stored = tc.load_comparison(res.comparison_id, store=store)
+    assert stored.kind == "time-to-quality" and len(stored.results) == 6
+    assert all(len(r.extra.eval_curve) == r.spec.steps * r.spec.batch_size // 8 for r in stored.results)
