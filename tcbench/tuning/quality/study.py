@@ -146,6 +146,10 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
                 break
             done[(reference.label, seed)] = run(jobs[reference.label].replace(seed=seed), observer, session.stop,
                                                 store, session.comparison_id, i, reference.label)
+        if session.stopped:   # before the target is known: the reference's runs are kept, nothing is scored
+            result.target_source = "stopped by the user before the reference's runs ended"
+            result.runs = [_quality_run(label, seed, res, math.nan) for (label, seed), res in done.items()]
+            return result
         result.target, result.target_source = _target(o, reference, done, seeds)
         for i, seed in enumerate(seeds):
             for c in others:

@@ -86,6 +86,25 @@ def test_two_runs_that_never_reach_the_target_invalidate_a_candidate(monkeypatch
     assert all(not r.reached and r.status == "ok" for r in res.runs if r.label == "inductor")   # kept
 
 
+def test_a_stop_during_the_reference_keeps_its_runs_and_runs_no_other_candidate(monkeypatch, store):
+    import threading
+
+    import tcbench.runner.process as runner
+
+    seen: list = []
+    stop = threading.Event()
+    fake = _fake(seen)
+
+    def run(job, *a, **k):
+        res = fake(job, *a, **k)
+        stop.set()   # the user presses Stop during the first reference run
+        return res
+    monkeypatch.setattr(runner, "run", run)
+    res = time_to_quality(SPEC, seeds=3, eval_batches=2, stop=stop, store=store)
+    assert len(seen) == 1 and [r.label for r in res.runs] == ["native"] and "stopped" in res.target_source
+    assert store.comparison_row(res.comparison_id)["status"] == "interrupted"
+
+
 @pytest.mark.parametrize("kw, field", [
     (dict(seeds=2), "seeds"),
     (dict(eval_batches=0), "eval_batches"),
