@@ -21,7 +21,7 @@ from tcbench.job.backends import backend_class
 from tcbench.store.api import default_path
 
 # the JobSpec fields a command never takes as an option: the backend is the command's own, the rest are API-only
-NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "eval_every", "script", "script_args",
+NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "eval_every", "stop_at_loss", "script", "script_args",
                "noise_micro_batches")
 # the option whose name is not the field's
 FLAGS = {"warmup_steps": "--warmup"}

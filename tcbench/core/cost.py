@@ -30,7 +30,9 @@ def _positive(name: str, value: Any, whole: bool = False) -> float:
     return float(value)
 
 
-def _basis(p: Profile, measured_on_local: bool) -> str:
+def price_basis(p: Profile, measured_on_local: bool) -> str:
+    """What a price figure means: the profile's rate, and whether the speed priced is that instance's or this
+    machine's."""
     if p.price_per_hour is None:
         why = "this machine is not rented by the hour" if p.is_local else f"{p.name} has no price in the catalog"
         return f"no $ figures: {why}; times are from the measured speed"
@@ -67,7 +69,7 @@ def cost(samples_s: float, profile: Profile | str, batch_size: int, seq_len: int
         "hours_per_epoch": hours_per_epoch,
         "price_per_hour": price,
         "profile": p.name,
-        "basis": _basis(p, measured_on_local),
+        "basis": price_basis(p, measured_on_local),
     }
 
 

@@ -142,12 +142,14 @@ class NoiseScale:
 class EvalPoint:
     """One held-out evaluation during training (``JobSpec.eval_every``): after ``steps`` steps and ``samples``
     samples, ``wall_s`` seconds after the job started (loading and compiling included, the evaluations' own time
-    left out), the mean held-out ``loss``."""
+    left out), the mean held-out ``loss``; ``eval_s``: the evaluations' own seconds so far, this one included
+    (reported apart, never counted in ``wall_s``)."""
 
     steps: int
     samples: int
     wall_s: float
     loss: float
+    eval_s: float = 0.0
 
 
 def fmt_samples(value: float | None) -> str:

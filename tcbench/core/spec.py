@@ -142,6 +142,8 @@ class JobSpec:
     (0: never), each with the steps, samples and wall time so far, the evaluations' own time left out:
     ``JobResult.extra.eval_curve`` (time to quality). A compiled model's evaluation graph is compiled at the first
     of them, and their memory counts in the job's peak.
+    stop_at_loss: with ``eval_every``, training ends at the first of those evaluations at or below this loss (time
+    to quality: no steps are spent past the target); None trains all ``steps``.
     memory_budget_gb: the per-device memory a job may use; None takes the instance profile's budget
     when the job starts (``"this-machine"`` has none); a CPU job whose measured peak exceeds it is ``oom``.
     profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
@@ -213,6 +215,7 @@ class JobSpec:
     timeout_s: float | None = None
     eval_batches: int = 0
     eval_every: int = 0
+    stop_at_loss: float | None = None
     script: str | None = None
     script_args: tuple[str, ...] = ()
     noise_micro_batches: int = 0
@@ -251,6 +254,11 @@ class JobSpec:
             self._number(name, 0, whole=True)
         if self.eval_every and not self.eval_batches:
             raise SpecError("eval_every", self.eval_every, "0 when eval_batches=0 (there is nothing to evaluate)")
+        if self.stop_at_loss is not None:
+            self._number("stop_at_loss", 0, open_low=True)
+            if not self.eval_every:
+                raise SpecError("stop_at_loss", self.stop_at_loss,
+                                "None when eval_every=0 (no evaluation during training can reach it)")
         self._number("seed", 0, SEED_MAX, whole=True)
         if self.steps <= self.warmup_steps:
             raise SpecError("warmup_steps", self.warmup_steps, f"0..{self.steps - 1} (fewer than steps={self.steps})",

@@ -129,6 +129,7 @@ class Eval:
     steps: int | None = None
     samples: int | None = None
     wall_s: float | None = None
+    eval_s: float | None = None   # ``during``: the evaluations' own seconds so far, this one included
 
 
 @dataclass(frozen=True)

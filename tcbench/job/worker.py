@@ -168,16 +168,21 @@ class _Curve:
         self.spec, self.chan, self.backend, self.work, self.device = spec, chan, backend, work, device
         self.started, self.eval_s, self.samples = started, 0.0, 0
 
-    def after(self, step: int, samples: int) -> None:
-        """Count the step's samples (all processes'); evaluate when ``step`` ends an interval."""
+    def after(self, step: int, samples: int) -> bool:
+        """Count the step's samples (all processes'); evaluate when ``step`` ends an interval. True when that
+        evaluation reached ``spec.stop_at_loss``: training ends there."""
         self.samples += samples
         if (step + 1) % self.spec.eval_every:
-            return
+            return False
         t0 = time.perf_counter()
         losses = evaluate(self.spec, self.backend, self.work, self.device)
-        self.chan.send(Eval(eval_loss=sum(losses) / len(losses), losses=losses, when="during", steps=step + 1,
-                            samples=self.samples, wall_s=t0 - self.started - self.eval_s))
+        loss = sum(losses) / len(losses)
+        wall = t0 - self.started - self.eval_s
         self.eval_s += time.perf_counter() - t0
+        self.chan.send(Eval(eval_loss=loss, losses=losses, when="during", steps=step + 1, samples=self.samples,
+                            wall_s=wall, eval_s=self.eval_s))
+        target = self.spec.stop_at_loss
+        return target is not None and math.isfinite(loss) and loss <= target
 
 
 def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: RssMeter, run_dir: str,
@@ -228,8 +233,10 @@ def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: Rss
                     f"peak memory {mem / 2**30:.2f} GiB at step {step} exceeds the profile's budget of "
                     f"{spec.memory_budget_gb:.2f} GiB (batch_size={spec.batch_size})")
             return False
-        if curve is not None:
-            curve.after(step, world * samples)
+        if curve is not None and curve.after(step, world * samples):
+            chan.send(Log(f"[tcbench] reached the target loss {spec.stop_at_loss:g} after {step + 1} steps: "
+                          "training ends here (stop_at_loss)"))
+            break
     send_sched(chan, steady_from, main_only=main_only, cpus=cpus)
     return True
 

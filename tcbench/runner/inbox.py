@@ -80,7 +80,7 @@ def _eval(msg: Eval, result: JobResult, pending: list, tell: Tell) -> None:
     se = standard_error(losses)
     if msg.when == "during":
         result.extra.eval_curve.append(EvalPoint(steps=msg.steps, samples=msg.samples, wall_s=msg.wall_s,
-                                                 loss=msg.eval_loss))
+                                                 loss=msg.eval_loss, eval_s=msg.eval_s or 0.0))
         return
     if msg.when == "initial":
         result.extra.eval_loss_initial, result.extra.eval_losses_initial = msg.eval_loss, losses

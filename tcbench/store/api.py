@@ -103,7 +103,8 @@ def _upgrade(tx: Any, found: int) -> None:
 
 @dataclass(frozen=True)
 class StoredComparison:
-    """A finished comparison as ``Store.done_comparisons`` reads it: its spec and info parsed from their JSON."""
+    """A comparison as ``Store.done_comparisons`` (or ``unfinished_comparisons``) reads it: its spec and info parsed
+    from their JSON."""
 
     comparison_id: int
     created: float
@@ -474,10 +475,20 @@ class Store:
                          since: float | None = None) -> list[StoredComparison]:
         """The finished comparisons of ``kind`` (of ``model`` and ``size``, created after ``since``, where given),
         newest first; which of their specs match is for the caller to say (by their fields)."""
+        return self._comparisons_of(kind, "status = 'done'", model, size, since)
+
+    def unfinished_comparisons(self, kind: str, model: str | None = None,
+                               size: str | None = None) -> list[StoredComparison]:
+        """The comparisons of ``kind`` that did not finish (stopped, failed, or still ``running`` because their
+        process was killed), newest first: what a study resumes from."""
+        return self._comparisons_of(kind, "status <> 'done'", model, size, None)
+
+    def _comparisons_of(self, kind: str, status: str, model: str | None, size: str | None,
+                        since: float | None) -> list[StoredComparison]:
         given = {k: v for k, v in {"model": model, "size": size}.items() if v is not None}
         where = "".join(f" AND {k} = :{k}" for k in given) + ("" if since is None else " AND created > :since")
         df = self.query("SELECT comparison_id, created, spec_json, info_json FROM comparisons WHERE kind = :kind "
-                        f"AND status = 'done'{where} ORDER BY comparison_id DESC",
+                        f"AND {status}{where} ORDER BY comparison_id DESC",
                         {"kind": kind, **given, **({} if since is None else {"since": since})})
         return [StoredComparison(int(r.comparison_id), float(r.created), JobSpec.from_stored(r.spec_json),
                                  json.loads(r.info_json or "{}")) for r in df.itertuples()]

@@ -9,13 +9,20 @@ over several seeds toward one held-out target loss, and score each as MLPerf Tra
   its seeds of its held-out loss there (MLPerf's targets come from reference runs). The reference runs first; a
   target that none of its runs reaches is refused before any other candidate runs.
 - **A seed** sets the initialisation and the data order; the same seed in two candidates is a pair.
+- **No steps past the target**: once the target is known, each run ends at its first evaluation at or below it
+  (``JobSpec.stop_at_loss``); the reference, whose runs set the default target, trains its whole budget.
+- **Cost to target**: the time priced at the profile's hourly rate (``price_basis`` says whether the speed is that
+  instance's or this machine's).
 - **Nothing is lost**: every job is a stored run of the study's comparison row (kind ``time-to-quality``); a run
-  that never reaches the target is kept as "did not converge".
+  that never reaches the target is kept as "did not converge". A study that was stopped, failed or killed resumes
+  (``resume=True``): the newest unfinished study with the same settings lends its candidates and its finished runs
+  (ok, diverged or over the memory budget), and only the missing seeds run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import statistics
 import threading
@@ -24,24 +31,23 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from tcbench.core.cost import price_basis
 from tcbench.core.events import Observer
+from tcbench.core.extras import EvalPoint
 from tcbench.core.options import merged
+from tcbench.core.profiles import profile as get_profile
 from tcbench.core.results import JobResult
 from tcbench.core.spec import JobSpec, SpecError, check_number
+from tcbench.measure.interval import log_interval
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
+from tcbench.store.history import get_run
+from tcbench.tuning.quality.candidates import Candidate, DefaultCandidates, default_candidates
 from tcbench.tuning.quality.scoring import MIN_RUNS, PairedRatio, Score, first_at, olympic, paired_ratio
 
 KIND = "time-to-quality"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One way to train the model: a ``label`` and the JobSpec it runs (its backend, batch, learning rate)."""
-
-    label: str
-    spec: JobSpec
+FINISHED = ("ok", "diverged", "oom")   # a stored run with one of these statuses is not run again on resume
 
 
 @dataclass(frozen=True)
@@ -51,8 +57,14 @@ class QualityOptions:
     seeds: int = 5                          # runs per candidate (MLPerf's olympic mean needs 3 at least)
     target_loss: float | None = None        # default: the reference's median held-out loss at its steps
     eval_batches: int = 8                   # held-out batches of each evaluation (the same ones every time)
-    eval_every_samples: int | None = None   # default: a tenth of the reference's samples
+    eval_every_samples: int | None = None   # default: about a tenth of the reference's samples
     budget: float = 3.0                     # each run's samples, in reference runs: past it, "did not converge"
+    profile: str | None = None              # prices the time and bounds B1 (default: the spec's)
+    big_batch: int | None = None            # B1 of the default candidates (default: find_max_batch's)
+    max_batch: int | None = None            # the most B1 may be (default: 4 × the batch)
+    retune: bool = False                    # also a candidate at B1 with retune_lr's learning rate
+    check_premise: bool = True              # check lr0 before predicting B1's learning rate (tc.check_lr)
+    resume: bool = True                     # lend the newest unfinished study's finished runs (same settings)
 
 
 @dataclass(frozen=True)
@@ -70,21 +82,38 @@ class QualityRun:
     steps: int | None
     compile_s: float | None
     cache: str
+    eval_s: float | None = None             # the evaluations' own seconds up to the target (never counted)
+    curve: tuple[EvalPoint, ...] = ()       # every held-out evaluation of the run
+    reused: bool = False                    # lent by the interrupted study it resumed
 
 
 @dataclass
 class QualityResult:
-    """What ``time_to_quality`` measured: the target, the candidates (the first is the reference) and every run."""
+    """What ``time_to_quality`` measured: the target, the candidates (the first is the reference) and every run;
+    the profile whose hourly rate prices the time, the learning-rate premise check (None: none was needed or run),
+    and notes on the default candidates and on resuming."""
 
     target: float
     target_source: str
     candidates: list[Candidate]
     runs: list[QualityRun] = field(default_factory=list)
     comparison_id: int | None = None
+    profile: str = "this-machine"
+    premise: Any = None
+    notes: list[str] = field(default_factory=list)
+    resumed_from: int | None = None
 
     @property
     def reference(self) -> Candidate:
         return self.candidates[0]
+
+    @property
+    def price_per_hour(self) -> float | None:
+        return get_profile(self.profile).price_per_hour
+
+    @property
+    def price_basis(self) -> str:
+        return price_basis(get_profile(self.profile), measured_on_local=True)
 
     def _by_seed(self, label: str, what: str) -> dict[int, float | None]:
         return {r.seed: getattr(r, what) for r in self.runs if r.label == label}
@@ -93,20 +122,33 @@ class QualityResult:
         """The olympic mean of ``label``'s runs (``what``: "time_s" or "samples")."""
         return olympic(list(self._by_seed(label, what).values()))
 
+    def spread(self, label: str, what: str = "time_s") -> tuple[float | None, float | None]:
+        """The 95 % interval of the geometric mean over ``label``'s runs that reached the target (log scale)."""
+        logs = [math.log(v) for v in self._by_seed(label, what).values() if v]
+        _, low, high = log_interval(logs)
+        return low, high
+
     def ratio(self, label: str, what: str = "time_s") -> PairedRatio:
         """reference ÷ ``label`` over the seeds both reached the target (above 1: ``label`` gets there sooner, or
         with fewer samples)."""
         return paired_ratio(self._by_seed(self.reference.label, what), self._by_seed(label, what))
 
+    def _usd(self, seconds: float | None) -> float | None:
+        rate = self.price_per_hour
+        return None if seconds is None or rate is None else seconds * rate / 3600
+
     def table(self) -> pd.DataFrame:
-        """One row per candidate: its score in time and samples, the ratios against the reference with their
-        intervals, and how many runs did not reach the target."""
+        """One row per candidate: its score in time, cost and samples with the seeds' interval, the ratios against
+        the reference with their intervals, and how many runs did not reach the target."""
         rows = []
         for c in self.candidates:
             t, s = self.score(c.label), self.score(c.label, "samples")
+            low, high = self.spread(c.label)
             tr, sr = self.ratio(c.label), self.ratio(c.label, "samples")
             rows.append(dict(candidate=c.label, backend=c.spec.backend, batch_size=c.spec.batch_size, lr=c.spec.lr,
-                             time_to_target_s=t.value, samples_to_target=s.value,
+                             time_to_target_s=t.value, time_low=low, time_high=high,
+                             usd_to_target=self._usd(t.value), usd_low=self._usd(low), usd_high=self._usd(high),
+                             samples_to_target=s.value,
                              speedup=tr.point, speedup_low=tr.low, speedup_high=tr.high,
                              samples_ratio=sr.point, samples_ratio_low=sr.low, samples_ratio_high=sr.high,
                              runs=len(self._by_seed(c.label, "time_s")), not_converged=t.not_converged,
@@ -114,78 +156,132 @@ class QualityResult:
         return pd.DataFrame(rows)
 
     def runs_table(self) -> pd.DataFrame:
-        return pd.DataFrame([dataclasses.asdict(r) for r in self.runs])
+        """One row per run (its curve left out: ``runs[i].curve``)."""
+        return pd.DataFrame([{k: v for k, v in dataclasses.asdict(r).items() if k != "curve"} for r in self.runs])
+
+    def curves(self) -> pd.DataFrame:
+        """Every held-out evaluation of every run: label, seed, steps, samples, wall_s, loss, eval_s."""
+        return pd.DataFrame([dict(label=r.label, seed=r.seed, **dataclasses.asdict(p))
+                             for r in self.runs for p in r.curve],
+                            columns=["label", "seed", "steps", "samples", "wall_s", "loss", "eval_s"])
 
 
 def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None, *,
                     options: QualityOptions | None = None, observer: Observer | None = None,
                     stop: threading.Event | None = None, store: Store | None = None,
                     **overrides: Any) -> QualityResult:
-    """Does each candidate reach the held-out target loss sooner (and with how many samples) than ``spec`` run
-    natively? ``candidates``: labelled JobSpecs (default: inductor at the same batch and learning rate); the
-    reference, ``spec`` on eager, runs first. Settings: ``QualityOptions``' fields, as ``options=`` or keywords."""
+    """Does each candidate reach the held-out target loss sooner, cheaper and with how many samples than ``spec``
+    run natively? ``candidates``: labelled JobSpecs (default: ``candidates.default_candidates``: compiled at the
+    same batch, and at a bigger batch with its predicted learning rate); the reference, ``spec`` on eager, runs
+    first. Settings: ``QualityOptions``' fields, as ``options=`` or keywords (module docstring)."""
     from tcbench.runner.process import run
 
     o = merged(QualityOptions, options, overrides, "time_to_quality")
+    _check_options(o)
+    if o.profile is not None:
+        spec = spec.replace(profile=o.profile)
     reference = Candidate("native", preflight(spec.replace(backend="eager")))
-    others = list(candidates) if candidates is not None else [
-        Candidate("inductor", spec.replace(backend="inductor"))]
-    every = _check(o, reference, others)
+    given = None if candidates is None else _check_candidates(reference, candidates)
     store = store or Store()
+    key = _key(reference, given, o)
+    _every(o, [reference, *(given or [])])   # the reference's cadence, before any job (B1 is chosen to fit it)
+    earlier = _earlier(store, reference.spec, key) if o.resume else None
+    result = QualityResult(target=math.nan, target_source="", candidates=[reference], profile=reference.spec.profile)
+    if earlier is not None:
+        result.candidates += [Candidate(label, JobSpec.from_stored(json.dumps(d)))
+                              for label, d in earlier.info["plan"][1:]]
+        result.resumed_from = earlier.comparison_id
+        result.notes.append(f"resumed study {earlier.comparison_id}: its candidates and finished runs kept")
+    elif given is not None:
+        result.candidates += given
+    else:
+        ref = reference.spec
+        grain = o.eval_every_samples or ref.steps * ref.global_batch
+        made: DefaultCandidates = default_candidates(ref, o, observer, stop, store, grain)
+        result.candidates += [Candidate(c.label, preflight(c.spec)) for c in made.candidates]
+        result.premise, result.notes = made.premise, made.notes
+    others = result.candidates[1:]
+    every = _every(o, result.candidates)
     ref_samples = reference.spec.steps * reference.spec.global_batch
-    labels = [reference.label, *(c.label for c in others)]
-    info = dict(seeds=o.seeds, budget=o.budget, eval_every_samples=every, target_loss=o.target_loss)
-    result = QualityResult(target=math.nan, target_source="", candidates=[reference, *others])
-    with comparison_session(store, KIND, reference.spec, labels, o.seeds, info, stop) as session:
+    seeds = [spec.seed + i for i in range(o.seeds)]
+    kept = _kept(store, earlier, {c.label for c in result.candidates}, seeds)
+    plan = [[c.label, c.spec.to_dict()] for c in result.candidates]
+    info = dict(seeds=o.seeds, budget=o.budget, eval_every_samples=every, target_loss=o.target_loss, key=key,
+                plan=plan, resumed_from=result.resumed_from, reused_runs=sorted(r.run_id for r in kept.values()),
+                notes=result.notes, premise=getattr(result.premise, "verdict", None))
+    with comparison_session(store, KIND, reference.spec, [c.label for c in result.candidates], o.seeds, info,
+                            stop) as session:
         result.comparison_id = session.comparison_id
-        jobs = {c.label: _job(c.spec, o, every, ref_samples) for c in result.candidates}
-        seeds = [spec.seed + i for i in range(o.seeds)]
-        done: dict[tuple[str, int], JobResult] = {}
-        for i, seed in enumerate(seeds):   # the reference first: the target comes from it
-            if session.stopped:
-                break
-            done[(reference.label, seed)] = run(jobs[reference.label].replace(seed=seed), observer, session.stop,
-                                                store, session.comparison_id, i, reference.label)
-        if session.stopped:   # before the target is known: the reference's runs are kept, nothing is scored
+        session.finish_info.update(info)   # kept at the finish however it ends: a later study resumes from it
+        done = dict(kept)
+
+        def job(c: Candidate, i: int, seed: int, target: float | None) -> None:
+            if (c.label, seed) in done or session.stopped:
+                return
+            spec_i = _job(c.spec, o, every, ref_samples).replace(seed=seed, stop_at_loss=target)
+            done[(c.label, seed)] = run(spec_i, observer, session.stop, store, session.comparison_id, i, c.label)
+
+        for i, seed in enumerate(seeds):   # the reference first: the default target comes from it
+            job(reference, i, seed, o.target_loss)
+        if session.stopped and o.target_loss is None:   # no target yet: the reference's runs are kept, none scored
             result.target_source = "stopped by the user before the reference's runs ended"
-            result.runs = [_quality_run(label, seed, res, math.nan) for (label, seed), res in done.items()]
+            result.runs = _runs(done, math.nan, kept)
             return result
         result.target, result.target_source = _target(o, reference, done, seeds)
         for i, seed in enumerate(seeds):
             for c in others:
-                if session.stopped:
-                    break
-                done[(c.label, seed)] = run(jobs[c.label].replace(seed=seed), observer, session.stop, store,
-                                            session.comparison_id, i, c.label)
-        result.runs = [_quality_run(label, seed, res, result.target) for (label, seed), res in done.items()]
+                job(c, i, seed, result.target)
+        result.runs = _runs(done, result.target, kept)
         session.finish_info.update(target=result.target, target_source=result.target_source,
                                    scores={c.label: result.score(c.label).value for c in result.candidates})
     return result
 
 
-def _check(o: QualityOptions, reference: Candidate, others: list[Candidate]) -> int:
-    """Refuse bad settings before any job starts; returns the samples between evaluations."""
+def _check_options(o: QualityOptions) -> None:
     check_number("seeds", o.seeds, MIN_RUNS, whole=True)
     check_number("eval_batches", o.eval_batches, 1, whole=True)
     check_number("budget", o.budget, 1)
     check_number("target_loss", o.target_loss, 0, open_low=True, optional=True)
-    labels = [reference.label, *(c.label for c in others)]
-    if len(set(labels)) != len(labels):
-        raise SpecError("candidates", labels, "labels that differ from each other and from 'native'")
-    for c in others:
+    check_number("eval_every_samples", o.eval_every_samples, 1, whole=True, optional=True)
+    check_number("big_batch", o.big_batch, 1, whole=True, optional=True)
+    check_number("max_batch", o.max_batch, 1, whole=True, optional=True)
+    for name in ("retune", "check_premise", "resume"):
+        if not isinstance(getattr(o, name), bool):
+            raise SpecError(name, getattr(o, name), "True or False")
+
+
+def _check_candidates(reference: Candidate, candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The user's candidates, each preflighted, before any job starts."""
+    out = list(candidates)
+    for c in out:
         if not isinstance(c, Candidate):
             raise SpecError("candidates", c, "tcbench.Candidate(label, spec) items")
-        preflight(c.spec)
-    ref = reference.spec
-    every = o.eval_every_samples or max(ref.global_batch, ref.steps * ref.global_batch // 10)
-    check_number("eval_every_samples", every, 1, whole=True)
-    for c in [reference, *others]:
+    labels = [reference.label, *(c.label for c in out)]
+    if len(set(labels)) != len(labels):
+        raise SpecError("candidates", labels, "labels that differ from each other and from 'native'")
+    return [Candidate(c.label, preflight(c.spec)) for c in out]
+
+
+def _every(o: QualityOptions, candidates: list[Candidate]) -> int:
+    """The samples between evaluations: ``eval_every_samples``, else the smallest multiple of every candidate's
+    batch that divides the reference's samples and is at least a tenth of them."""
+    ref = candidates[0].spec
+    total = ref.steps * ref.global_batch
+    if o.eval_every_samples is None:
+        step = math.lcm(*(c.spec.global_batch for c in candidates))
+        fits = [m for m in range(step, total + 1, step) if total % m == 0]
+        if not fits:
+            raise SpecError("steps", ref.steps, f"a number of steps whose {total} samples (× batch {ref.global_batch}) "
+                            f"are a multiple of every candidate's batch (their least common multiple: {step})")
+        return next((m for m in fits if m * 10 >= total), fits[-1])
+    every = o.eval_every_samples
+    for c in candidates:
         if every % c.spec.global_batch:
             raise SpecError("eval_every_samples", every, f"a multiple of every candidate's batch ({c.label}: "
                             f"{c.spec.global_batch}), so that each evaluates after the same samples")
-    if (ref.steps * ref.global_batch) % every:
-        raise SpecError("eval_every_samples", every, f"a divisor of the reference's {ref.steps * ref.global_batch} "
-                        "samples (its loss at its steps is the default target)")
+    if total % every:
+        raise SpecError("eval_every_samples", every, f"a divisor of the reference's {total} samples (its loss at "
+                        "its steps is the default target)")
     return every
 
 
@@ -194,6 +290,35 @@ def _job(spec: JobSpec, o: QualityOptions, every: int, ref_samples: int) -> JobS
     steps = math.ceil(o.budget * ref_samples / spec.global_batch)
     return spec.replace(steps=steps, warmup_steps=min(spec.warmup_steps, steps - 1), eval_batches=o.eval_batches,
                         eval_every=every // spec.global_batch)
+
+
+def _key(reference: Candidate, given: list[Candidate] | None, o: QualityOptions) -> dict:
+    """What makes two studies the same for resuming: the reference, the candidates given (None: the defaults) and
+    every setting but ``resume``, as the stored JSON reads back."""
+    settings = {k: v for k, v in dataclasses.asdict(o).items() if k != "resume"}
+    key = dict(reference=reference.spec.to_dict(), settings=settings,
+               candidates=None if given is None else [[c.label, c.spec.to_dict()] for c in given])
+    return json.loads(json.dumps(key, default=str))
+
+
+def _earlier(store: Store, spec: JobSpec, key: dict) -> Any:
+    """The newest study with these settings that did not finish (stopped, failed, or its process killed)."""
+    return next((c for c in store.unfinished_comparisons(KIND, spec.model, spec.size)
+                 if c.info.get("key") == key and c.info.get("plan")), None)
+
+
+def _kept(store: Store, earlier: Any, labels: set[str], seeds: list[int]) -> dict[tuple[str, int], JobResult]:
+    """The earlier study's finished runs (its own and those it had kept), by (label, seed)."""
+    if earlier is None:
+        return {}
+    ids = set(earlier.info.get("reused_runs") or [])
+    ids |= set(store.comparison_runs(earlier.comparison_id)["run_id"].astype(int))
+    out: dict[tuple[str, int], JobResult] = {}
+    for run_id in sorted(ids):
+        res = get_run(int(run_id), store)
+        if res.status in FINISHED and res.label in labels and res.spec.seed in seeds:
+            out[(res.label, res.spec.seed)] = res
+    return out
 
 
 def _target(o: QualityOptions, reference: Candidate, done: dict, seeds: list[int]) -> tuple[float, str]:
@@ -215,10 +340,17 @@ def _target(o: QualityOptions, reference: Candidate, done: dict, seeds: list[int
     return o.target_loss, "given"
 
 
-def _quality_run(label: str, seed: int, res: JobResult, target: float) -> QualityRun:
+def _runs(done: dict[tuple[str, int], JobResult], target: float,
+          kept: dict[tuple[str, int], JobResult]) -> list[QualityRun]:
+    return [_quality_run(label, seed, res, target, (label, seed) in kept) for (label, seed), res in done.items()]
+
+
+def _quality_run(label: str, seed: int, res: JobResult, target: float, reused: bool = False) -> QualityRun:
     point = first_at(res.extra.eval_curve, target) if math.isfinite(target) else None
     return QualityRun(label=label, seed=seed, run_id=res.run_id, status=res.status, reached=point is not None,
                       time_s=None if point is None else point.wall_s,
                       samples=None if point is None else point.samples,
                       steps=None if point is None else point.steps,
-                      compile_s=res.compile_latency_s, cache=res.cache_state)
+                      compile_s=res.compile_latency_s, cache=res.cache_state,
+                      eval_s=None if point is None else point.eval_s, curve=tuple(res.extra.eval_curve),
+                      reused=reused)

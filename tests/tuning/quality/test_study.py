@@ -14,7 +14,7 @@ from tcbench.tuning.quality.study import Candidate, time_to_quality
 
 SPEC = tc.JobSpec(model="gpt2", size="tiny", batch_size=4, seq_len=32, steps=20, warmup_steps=2, threads=1)
 SPEED = {"eager": 100.0, "inductor": 150.0}   # samples per second
-HALF = {4: 40.0, 8: 60.0}                      # samples to halve the loss's distance to its floor, per batch
+HALF = {4: 40.0, 8: 60.0, 16: 90.0}                    # samples to halve the loss's distance to its floor, per batch
 
 
 def _fake(calls: list, never_below: float | None = None):
@@ -30,8 +30,13 @@ def _fake(calls: list, never_below: float | None = None):
                     loss = max(loss, never_below)
                 curve.append(EvalPoint(steps=step, samples=samples, wall_s=5.0 + samples / SPEED[job.backend] * jitter,
                                        loss=loss))
-        res = JobResult(spec=job, status="ok", run_id=len(calls), label=label)
+                if job.stop_at_loss is not None and loss <= job.stop_at_loss:
+                    break
+        res = JobResult(spec=job, status="ok", label=label)
         res.extra.eval_curve = curve
+        if store is not None:   # stored as the runner stores a job: a resumed study reads it back
+            res.run_id = store.insert_run(job, comparison_id, round, label)
+            store.finish_run(res)
         return res
     return run
 
@@ -45,10 +50,16 @@ def calls(monkeypatch):
     return out
 
 
+INDUCTOR = [Candidate("inductor", SPEC.replace(backend="inductor"))]
+
+
 def test_the_default_target_is_the_references_loss_at_its_steps_and_compiling_gets_there_sooner(calls, store):
-    res = time_to_quality(SPEC, seeds=3, eval_batches=2, store=store)
+    res = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, store=store)
     assert [c[0] for c in calls[:3]] == ["native"] * 3                         # the reference runs first
     assert {c[2].eval_every for c in calls} == {2} and {c[2].steps for c in calls} == {60}   # 8 samples, 3x budget
+    assert {c[2].stop_at_loss for c in calls[:3]} == {None}                   # the reference trains its budget
+    assert {c[2].stop_at_loss for c in calls[3:]} == {res.target}             # the others end at the target
+    assert all(r.curve[-1].loss <= res.target for r in res.runs if r.label == "inductor")
     expected = 1.0 + 4.0 * 0.5 ** (80 / 40.0)                                  # the seed-1 jitter is 0: the median
     assert res.target == pytest.approx(expected) and "median" in res.target_source
     row = res.table().set_index("candidate").loc["inductor"]
@@ -71,7 +82,7 @@ def test_a_target_the_reference_never_reaches_is_refused_before_the_other_candid
     seen: list = []
     monkeypatch.setattr(runner, "run", _fake(seen))
     with pytest.raises(tc.SpecError, match="target_loss=0.5 .*a loss the reference reaches"):
-        time_to_quality(SPEC, seeds=3, eval_batches=2, target_loss=0.5, store=store)
+        time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, target_loss=0.5, store=store)
     assert {label for label, _, _ in seen} == {"native"}
 
 
@@ -80,7 +91,7 @@ def test_two_runs_that_never_reach_the_target_invalidate_a_candidate(monkeypatch
 
     fake, stuck = _fake([]), _fake([], never_below=3.0)
     monkeypatch.setattr(runner, "run", lambda job, *a, **k: (stuck if job.backend == "inductor" else fake)(job, *a, **k))
-    res = time_to_quality(SPEC, seeds=3, eval_batches=2, store=store)
+    res = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, store=store)
     row = res.table().set_index("candidate").loc["inductor"]
     assert row.not_converged == 3 and math.isnan(row.time_to_target_s) and "did not reach the target" in row.note
     assert all(not r.reached and r.status == "ok" for r in res.runs if r.label == "inductor")   # kept
@@ -100,9 +111,78 @@ def test_a_stop_during_the_reference_keeps_its_runs_and_runs_no_other_candidate(
         stop.set()   # the user presses Stop during the first reference run
         return res
     monkeypatch.setattr(runner, "run", run)
-    res = time_to_quality(SPEC, seeds=3, eval_batches=2, stop=stop, store=store)
+    res = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, stop=stop, store=store)
     assert len(seen) == 1 and [r.label for r in res.runs] == ["native"] and "stopped" in res.target_source
     assert store.comparison_row(res.comparison_id)["status"] == "interrupted"
+
+
+def _predicted(monkeypatch, seen: list, lr: float = 2e-3):
+    """predict_lr replaced: the lr it would predict, its premise checked and held."""
+    from types import SimpleNamespace
+
+    import tcbench.tuning.lr.prediction as prediction
+
+    def predict(spec, new_batch_size=None, **kw):
+        seen.append((spec, new_batch_size, kw.get("check_premise")))
+        return SimpleNamespace(lr=lr, premise=SimpleNamespace(verdict="lr0 held", held=True))
+    monkeypatch.setattr(prediction, "predict_lr", predict)
+
+
+def test_the_default_candidates_tell_the_compiler_and_the_batch_apart(calls, monkeypatch, store):
+    asked: list = []
+    _predicted(monkeypatch, asked)
+    res = time_to_quality(SPEC, seeds=3, eval_batches=2, store=store)
+    labels = [c.label for c in res.candidates]
+    assert labels == ["native", "inductor", "inductor@16", "native@16"]        # this machine: B1 = 4x, no search
+    by = {c.label: c.spec for c in res.candidates}
+    assert (by["inductor@16"].backend, by["inductor@16"].lr) == ("inductor", 2e-3)
+    assert (by["native@16"].backend, by["native@16"].lr, by["inductor"].lr) == ("eager", 2e-3, SPEC.lr)
+    assert asked[0][1:] == (16, True) and res.premise.verdict == "lr0 held"
+    assert any("no memory budget" in n for n in res.notes)
+    assert {(r.label, r.seed) for r in res.runs} == {(c, s) for c in labels for s in (0, 1, 2)}
+
+
+def test_a_big_batch_above_the_profiles_memory_is_refused_before_any_job(no_process, monkeypatch, store):
+    _predicted(monkeypatch, [])
+    with pytest.raises(tc.SpecError, match="^batch_size="):
+        time_to_quality(SPEC, seeds=3, profile="ml.g4dn.xlarge", big_batch=2**20, store=store)
+
+
+def test_an_interrupted_study_resumes_without_running_its_finished_seeds_again(monkeypatch, store):
+    import threading
+
+    import tcbench.runner.process as runner
+
+    seen: list = []
+    stop = threading.Event()
+    fake = _fake(seen)
+
+    def run(job, *a, **k):
+        res = fake(job, *a, **k)
+        if len(seen) == 4:   # the reference's three seeds and the first of the candidate's
+            stop.set()
+        return res
+    monkeypatch.setattr(runner, "run", run)
+    first = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, stop=stop, store=store)
+    assert store.comparison_row(first.comparison_id)["status"] == "interrupted" and len(first.runs) == 4
+    seen.clear()
+    monkeypatch.setattr(runner, "run", fake)
+    again = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, store=store)
+    assert [(label, seed) for label, seed, _ in seen] == [("inductor", 1), ("inductor", 2)]
+    assert again.resumed_from == first.comparison_id and sum(r.reused for r in again.runs) == 4
+    assert len(again.runs) == 6 and again.target == pytest.approx(first.target)
+    seen.clear()
+    other = time_to_quality(SPEC, INDUCTOR, seeds=4, eval_batches=2, store=store)   # other settings: a new study
+    assert other.resumed_from is None and len(seen) == 8
+
+
+def test_cost_to_target_is_the_time_at_the_profiles_rate_and_says_whose_speed(calls, store):
+    res = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, profile="ml.g4dn.xlarge", store=store)
+    row = res.table().set_index("candidate").loc["inductor"]
+    rate = tc.get_profile("ml.g4dn.xlarge").price_per_hour if hasattr(tc, "get_profile") else res.price_per_hour
+    assert row.usd_to_target == pytest.approx(row.time_to_target_s * rate / 3600)
+    assert row.time_low < row.time_to_target_s < row.time_high and row.usd_low < row.usd_to_target
+    assert "this machine's measured speed" in res.price_basis
 
 
 @pytest.mark.parametrize("kw, field", [
@@ -114,7 +194,7 @@ def test_a_stop_during_the_reference_keeps_its_runs_and_runs_no_other_candidate(
 ])
 def test_bad_settings_are_named_before_any_job_starts(kw, field, no_process, store):
     with pytest.raises(tc.SpecError, match=f"^{field}="):
-        time_to_quality(SPEC, store=store, **kw)
+        time_to_quality(SPEC, INDUCTOR, store=store, **kw)
 
 
 @pytest.mark.integration
@@ -126,4 +206,10 @@ def test_real_jobs_give_curves_a_target_and_stored_runs(store):
     assert any(r.reached for r in res.runs if r.label == "native")          # the median of its own: some reach it
     stored = tc.load_comparison(res.comparison_id, store=store)
     assert stored.kind == "time-to-quality" and len(stored.results) == 6
-    assert all(len(r.extra.eval_curve) == r.spec.steps * r.spec.batch_size // 8 for r in stored.results)
+    for r in stored.results:   # the reference trains its budget; the others end at their first point at the target
+        full = r.spec.steps * r.spec.batch_size // 8
+        curve = r.extra.eval_curve
+        if r.spec.batch_size == 4 or not any(p.loss <= res.target for p in curve):   # 4: the reference
+            assert len(curve) == full
+        else:
+            assert curve[-1].loss <= res.target and all(p.loss > res.target for p in curve[:-1])
