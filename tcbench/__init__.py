@@ -40,8 +40,8 @@ from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult,
                               load_scaling, project_scaling, scaling)
 from tcbench.tuning import (Candidate, CompileConfig, CompileSearch, CompileSearchOptions, LrPrediction, MaxBatchResult,
                             NoiseScale, QualityOptions, QualityResult, RetuneOptions, RetuneResult, TwoStageResult,
-                            find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, time_to_quality, tune_compile,
-                            two_stage)
+                            find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, time_to_quality, load_quality,
+                            tune_compile, two_stage)
 from tcbench.tuning.dashboard import Dashboard, dashboard, start_dashboard
 
 __version__ = "0.1.0"
@@ -82,7 +82,7 @@ __all__ = [
     # tune: the largest batch, the noise scale, the learning rate after a batch change, the compiled configuration
     "find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "retune_lr",
     "RetuneOptions", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult", "tune_compile", "CompileSearchOptions",
-    "CompileSearch", "CompileConfig", "time_to_quality", "Candidate", "QualityOptions", "QualityResult",
+    "CompileSearch", "CompileConfig", "time_to_quality", "load_quality", "Candidate", "QualityOptions", "QualityResult",
     "dashboard", "start_dashboard", "Dashboard",
     # scale: data-parallel scaling measured here and projected to instance profiles, with their costs
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions",

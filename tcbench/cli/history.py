@@ -19,6 +19,7 @@ from tcbench.store.api import Store
 WIDTH = 120   # what `tcbench profiles` fits without --wide
 # the comparisons `show` and `report` print (not tuning sessions): tune-compile's confirmation is one
 SHOWN_KINDS = ("compare", "noise-floor", "tune-compile-confirm")
+QUALITY_KIND = "time-to-quality"   # shown by its own study's table (tc.load_quality)
 PROFILE_COLUMNS = {"name": "profile", "accelerator": "accelerator", "count": "count",
                    "memory_per_device_gib": "GiB/device", "vcpus": "vCPUs", "host_memory_gib": "host GiB",
                    "network_gbps": "net Gbps", "efa": "EFA", "peak_fp32_tflops": "fp32 TFLOP/s",
@@ -94,12 +95,35 @@ def _load(comparison_id: int) -> Any:
                          "the stored ones") from None
     if cmp.kind not in SHOWN_KINDS:
         raise ValueError(f"comparison {comparison_id} is a {cmp.kind} session, not a comparison; allowed: the id of a "
-                         "compare, compare-script, noise-floor or tune-compile-confirm (tcbench comparisons lists "
-                         "them with their kind)")
+                         "compare, compare-script, noise-floor, tune-compile-confirm or time-to-quality (tcbench "
+                         "comparisons lists them with their kind)")
     return cmp
 
 
+def _quality(comparison_id: int) -> Any:
+    """The stored time-to-quality study of this id, or None when the id is another kind's."""
+    import tcbench as tc
+
+    store = _reading_store()
+    try:
+        kind = store.comparison_row(comparison_id)["kind"]
+    except KeyError:
+        return None   # _load names the missing id
+    return tc.load_quality(comparison_id, store) if kind == QUALITY_KIND else None
+
+
 def cmd_show(a: argparse.Namespace) -> int:
+    study = _quality(a.comparison_id)
+    if study is not None:
+        if a.json:
+            print(json.dumps(dict(target=study.target, target_source=study.target_source,
+                                  table=study.table().to_dict(orient="records"),
+                                  runs=study.runs_table().to_dict(orient="records"), notes=study.notes),
+                             indent=1, default=str))
+        else:
+            print_table(study.table())
+            print(study.describe())
+        return 0
     cmp = _load(a.comparison_id)
     if a.json:
         print(json.dumps(cmp.to_dict(), indent=1))
@@ -110,7 +134,7 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 def cmd_report(a: argparse.Namespace) -> int:
     check_writable(("--out", a.out))
-    write_file(a.out, "--out", report=_load(a.comparison_id), plotlyjs=plotlyjs_of(a))
+    write_file(a.out, "--out", report=_quality(a.comparison_id) or _load(a.comparison_id), plotlyjs=plotlyjs_of(a))
     print(f"report written to {a.out}")
     return 0
 

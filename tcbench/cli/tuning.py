@@ -1,14 +1,15 @@
 """CLI subcommands ``tcbench max-batch``, ``noise-scale``, ``predict-lr``, ``retune-lr``, ``tune-worker``,
-``tune-compile`` and ``dashboard`` (added by ``cli.app.build_parser``)."""
+``tune-compile``, ``time-to-quality`` and ``dashboard`` (added by ``cli.app.build_parser``)."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 
-from tcbench.cli.common import (COMPILER, GROUPS, MULTI_NODE, add_job_options, backend_list, command, job_spec,
-                                print_table, whole_number)
+from tcbench.cli.common import (COMPILER, GROUPS, MULTI_NODE, add_job_options, add_report_options, backend_list,
+                                check_writable, command, job_spec, plotlyjs_of, print_table, whole_number, write_file)
 from tcbench.core.errors import StoreError
 from tcbench.core.events import BatchProbed, CompileTrialEnded, Event, LrPredicted, TrialEnded
 from tcbench.tuning.batch.search import find_max_batch
@@ -216,6 +217,68 @@ def cmd_predict_lr(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_time_to_quality(a: argparse.Namespace) -> int:
+    import tcbench as tc
+
+    from tcbench.cli.progress import Progress
+
+    check_writable(("--report", a.report))
+    opts = tc.QualityOptions(seeds=a.seeds, target_loss=a.target_loss, eval_batches=a.eval_batches,
+                             eval_every_samples=a.eval_every_samples, budget=a.budget, big_batch=a.big_batch,
+                             max_batch=a.max_batch, retune=a.retune, check_premise=not a.no_premise_check,
+                             resume=not a.no_resume)
+    with Progress(rounds=a.seeds) as progress:
+        def observe(event: Event) -> None:
+            progress(event)
+            _progress(event)
+        res = tc.time_to_quality(job_spec(a, "eager"), options=opts, observer=observe)
+    print_table(res.table()[[c for c in TTQ_COLUMNS if c in res.table().columns]])
+    print(res.describe())
+    if a.runs:
+        print_table(res.runs_table())
+    if a.report:
+        write_file(a.report, "--report", report=res, plotlyjs=plotlyjs_of(a))
+        print(f"report written to {a.report}")
+    print(f"stored as comparison {res.comparison_id} (tcbench show {res.comparison_id})")
+    return 0 if math.isfinite(res.target) else 1
+
+
+TTQ_COLUMNS = ("candidate", "batch_size", "lr", "time_to_target_s", "time_low", "time_high", "usd_to_target",
+               "samples_to_target", "speedup", "speedup_low", "speedup_high", "samples_ratio", "samples_ratio_low",
+               "samples_ratio_high", "not_converged")
+
+
+def _add_time_to_quality(sub: "argparse._SubParsersAction") -> None:
+    p = command(sub, "time-to-quality", "does compiling reach a held-out target loss sooner and cheaper (seeds)",
+                "tcbench time-to-quality --model gpt2 --size tiny --batch-size 8 --steps 40 --seeds 5",
+                "The native job (the reference) and the candidates (compiled at the same batch; compiled at a bigger "
+                "batch with its predicted learning rate; native at that batch) train over several seeds, evaluated "
+                "on the same held-out batches every so many samples; each is scored by MLPerf's rule (time to the "
+                "target: drop the fastest and slowest run, average the rest) and against the reference per seed. "
+                "The target is the reference's median held-out loss at its --steps unless --target-loss is given.")
+    add_job_options(p, leave_out=MULTI_NODE)
+    add_report_options(p)
+    p.add_argument("--seeds", type=int, default=5, help="runs per candidate (3 at least)")
+    p.add_argument("--target-loss", type=float, default=None, help="the held-out loss to reach (default: the "
+                   "reference's median at its --steps)")
+    p.add_argument("--eval-batches", type=int, default=8, help="held-out batches of each evaluation")
+    p.add_argument("--eval-every-samples", type=int, default=None,
+                   help="samples between evaluations (default: about a tenth of the reference's)")
+    p.add_argument("--budget", type=float, default=3.0, help="each run's most samples, in reference runs")
+    p.add_argument("--big-batch", type=int, default=None,
+                   help="the bigger batch B1 (default: the largest find-max-batch fits under --profile; on this "
+                        "machine, --max-batch)")
+    p.add_argument("--max-batch", type=int, default=None, help="the most B1 may be (default: 4 × --batch-size)")
+    p.add_argument("--retune", action="store_true", help="also a candidate at B1 with retune-lr's learning rate")
+    p.add_argument("--no-premise-check", action="store_true",
+                   help="predict B1's learning rate without checking the starting one first")
+    p.add_argument("--no-resume", action="store_true",
+                   help="run every seed again even where an interrupted study with these settings finished some")
+    p.add_argument("--runs", action="store_true", help="also print every run")
+    p.add_argument("--report", default=None, help="also write the study's HTML report to this file (default: none)")
+    p.set_defaults(func=cmd_time_to_quality)
+
+
 def _target_args(p: argparse.ArgumentParser) -> None:
     """The new batch: a global batch size, or a process count at the same per-process batch (one of them)."""
     g = p.add_mutually_exclusive_group(required=True)
@@ -231,6 +294,7 @@ def add_subcommands(sub: "argparse._SubParsersAction") -> None:
     _add_retune_lr(sub)
     _add_lr_tools(sub)
     _add_tune_compile(sub)
+    _add_time_to_quality(sub)
     _add_dashboard(sub)
 
 

@@ -13,10 +13,10 @@ from tcbench.tuning.batch import MaxBatchResult, find_max_batch
 from tcbench.tuning.compile_search import CompileConfig, CompileSearch, CompileSearchOptions, tune_compile
 from tcbench.tuning.lr import (LrPrediction, NoiseScale, RetuneOptions, RetuneResult, noise_scale, predict_lr,
                                retune_lr, rule_lrs)
-from tcbench.tuning.quality import Candidate, QualityOptions, QualityResult, time_to_quality
+from tcbench.tuning.quality import Candidate, QualityOptions, QualityResult, load_quality, time_to_quality
 from tcbench.tuning.twostage import TwoStageResult, two_stage
 
 __all__ = ["find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction",
            "retune_lr", "RetuneOptions", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult",
-           "tune_compile", "CompileSearchOptions", "CompileSearch", "CompileConfig", "time_to_quality", "Candidate",
-           "QualityOptions", "QualityResult"]
+           "tune_compile", "CompileSearchOptions", "CompileSearch", "CompileConfig", "time_to_quality", "load_quality",
+           "Candidate", "QualityOptions", "QualityResult"]

@@ -43,6 +43,7 @@ from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
 from tcbench.store.history import get_run
+from tcbench.tuning.quality import view
 from tcbench.tuning.quality.candidates import Candidate, DefaultCandidates, default_candidates
 from tcbench.tuning.quality.scoring import MIN_RUNS, PairedRatio, Score, first_at, olympic, paired_ratio
 
@@ -159,6 +160,21 @@ class QualityResult:
         """One row per run (its curve left out: ``runs[i].curve``)."""
         return pd.DataFrame([{k: v for k, v in dataclasses.asdict(r).items() if k != "curve"} for r in self.runs])
 
+    def plot(self) -> Any:
+        """The held-out loss against wall time per candidate (seeds faint, median bold), the target dashed."""
+        return view.plot_curves(self)
+
+    def plot_bars(self) -> Any:
+        """Time (and cost) to target per candidate with the seeds' 95 % intervals."""
+        return view.plot_bars(self)
+
+    def describe(self) -> str:
+        return view.describe(self)
+
+    def to_html(self, path: str, plotlyjs: str = "directory") -> Any:
+        """The study as one HTML page (``tcbench report``)."""
+        return view.to_html(self, path, plotlyjs)
+
     def curves(self) -> pd.DataFrame:
         """Every held-out evaluation of every run: label, seed, steps, samples, wall_s, loss, eval_s."""
         return pd.DataFrame([dict(label=r.label, seed=r.seed, **dataclasses.asdict(p))
@@ -208,7 +224,8 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
     plan = [[c.label, c.spec.to_dict()] for c in result.candidates]
     info = dict(seeds=o.seeds, budget=o.budget, eval_every_samples=every, target_loss=o.target_loss, key=key,
                 plan=plan, resumed_from=result.resumed_from, reused_runs=sorted(r.run_id for r in kept.values()),
-                notes=result.notes, premise=getattr(result.premise, "verdict", None))
+                notes=result.notes, premise=getattr(result.premise, "verdict", None),
+                premise_held=getattr(result.premise, "held", None))
     with comparison_session(store, KIND, reference.spec, [c.label for c in result.candidates], o.seeds, info,
                             stop) as session:
         result.comparison_id = session.comparison_id
@@ -234,6 +251,46 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
         result.runs = _runs(done, result.target, kept)
         session.finish_info.update(target=result.target, target_source=result.target_source,
                                    scores={c.label: result.score(c.label).value for c in result.candidates})
+    return result
+
+
+@dataclass(frozen=True)
+class StoredPremise:
+    """A premise check as a stored study keeps it: its verdict, and whether lr0 held (None: inconclusive)."""
+
+    verdict: str
+    held: bool | None = None
+
+
+def load_quality(comparison_id: int, store: Store | None = None) -> QualityResult:
+    """A stored time-to-quality study rebuilt (its candidates, target and runs, those it lent from the study it
+    resumed included), no rerun; a comparison of another kind is a ValueError naming it."""
+    store = store or Store(create=False)
+    row = store.comparison_row(comparison_id)
+    if row["kind"] != KIND:
+        raise ValueError(f"comparison {comparison_id} is a {row['kind']} session; allowed: the id of a {KIND} study "
+                         "(tcbench comparisons lists them with their kind)")
+    info = json.loads(row.get("info_json") or "{}")
+    candidates = [Candidate(label, JobSpec.from_stored(json.dumps(d))) for label, d in info.get("plan") or []]
+    if not candidates:
+        raise ValueError(f"comparison {comparison_id} holds no plan of candidates: it was stored by an older tcbench")
+    target = info.get("target")
+    result = QualityResult(target=math.nan if target is None else float(target),
+                           target_source=info.get("target_source") or "none: the study ended before its target "
+                                                                      "was known",
+                           candidates=candidates, comparison_id=int(comparison_id),
+                           profile=candidates[0].spec.profile, notes=list(info.get("notes") or []),
+                           resumed_from=info.get("resumed_from"),
+                           premise=None if info.get("premise") is None else StoredPremise(info["premise"],
+                                                                                          info.get("premise_held")))
+    lent = set(info.get("reused_runs") or [])
+    runs = {}
+    for run_id in sorted(lent | set(store.comparison_runs(comparison_id)["run_id"].astype(int))):
+        res = get_run(int(run_id), store)
+        if res.status in FINISHED or run_id not in lent:
+            runs[(res.label, res.spec.seed)] = res
+    result.runs = [_quality_run(label, seed, res, result.target, res.run_id in lent)
+                   for (label, seed), res in runs.items()]
     return result
 
 

@@ -1,0 +1,142 @@
+"""How a time-to-quality study is shown: the held-out loss against wall time (each seed faint, the median over seeds
+bold, the target as a line), bars of time and cost to target with their intervals, the summary in words, and the
+HTML report (``tcbench report``)."""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from tcbench.view.format import fmt_number
+from tcbench.view.plots import LAYOUT
+from tcbench.view.report import check_plotlyjs
+
+SHOWN = ["candidate", "backend", "batch_size", "lr", "time_to_target_s", "time_low", "time_high", "usd_to_target",
+         "samples_to_target", "speedup", "speedup_low", "speedup_high", "samples_ratio", "samples_ratio_low",
+         "samples_ratio_high", "runs", "not_converged", "note"]
+
+
+def _num(value: Any) -> str:
+    """A figure for people (3 significant digits, an exponent only below 0.001: learning rates, small costs)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:.3g}" if 0 < abs(float(value)) < 0.001 else fmt_number(value)
+
+
+def color(i: int) -> str:
+    """The i-th candidate's colour (the reference's first), the same in every figure of a study."""
+    return qualitative.Plotly[i % len(qualitative.Plotly)]
+
+
+def _interval(point: Any, low: Any, high: Any, unit: str = "") -> str:
+    if point is None or (isinstance(point, float) and math.isnan(point)):
+        return "—"
+    if low is None or high is None or (isinstance(low, float) and math.isnan(low)):
+        return f"{_num(point)}{unit}"
+    return f"{_num(point)}{unit} ({_num(low)}–{_num(high)})"
+
+
+def median_curve(points: list[list[tuple[float, float]]]) -> tuple[list[float], list[float]]:
+    """The median over seeds at each evaluation index that every seed reached: (median wall s, median loss)."""
+    n = min((len(p) for p in points), default=0)
+    return ([statistics.median(p[i][0] for p in points) for i in range(n)],
+            [statistics.median(p[i][1] for p in points) for i in range(n)])
+
+
+def plot_curves(result: Any) -> go.Figure:
+    """Held-out loss against wall time (compile included, evaluations left out) per candidate: each seed faint, the
+    median over seeds bold, the target dashed."""
+    fig = go.Figure(layout=dict(LAYOUT, title="Held-out loss against wall time (seeds faint, median bold)",
+                                xaxis_title="wall time from the job's start, s", yaxis_title="held-out loss"))
+    for i, c in enumerate(result.candidates):
+        runs = [r for r in result.runs if r.label == c.label and r.curve]
+        for j, r in enumerate(runs):
+            fig.add_scatter(x=[p.wall_s for p in r.curve], y=[p.loss for p in r.curve], mode="lines",
+                            line=dict(color=color(i), width=1), opacity=0.3, legendgroup=c.label, showlegend=False,
+                            name=f"{c.label} seed {r.seed}", meta={"candidate": c.label, "seed": r.seed})
+        x, y = median_curve([[(p.wall_s, p.loss) for p in r.curve] for r in runs])
+        fig.add_scatter(x=x, y=y, mode="lines+markers", line=dict(color=color(i), width=3), legendgroup=c.label,
+                        name=f"{c.label} (median)", meta={"candidate": c.label, "median": True})
+    if math.isfinite(result.target):
+        fig.add_hline(y=result.target, line=dict(dash="dash", color="black"),
+                      annotation_text=f"target {result.target:.4g}")
+    return fig
+
+
+def plot_bars(result: Any) -> go.Figure:
+    """Time (and, with a price, cost) to target per candidate: the olympic score, the seeds' 95 % interval as error
+    bars; a candidate that cannot be scored has no bar and says why in its hover text."""
+    table = result.table()
+    priced = table["usd_to_target"].notna().any()
+    fig = make_subplots(rows=1, cols=2 if priced else 1,
+                        subplot_titles=["time to target, s"] + (["cost to target, $"] if priced else []))
+    for col, (what, low, high) in enumerate([("time_to_target_s", "time_low", "time_high"),
+                                             ("usd_to_target", "usd_low", "usd_high")][:2 if priced else 1], 1):
+        y = table[what].astype(float)
+        fig.add_bar(x=table["candidate"], y=y, marker_color=[color(i) for i in range(len(table))], showlegend=False,
+                    error_y=dict(type="data", symmetric=False, array=(table[high].astype(float) - y).tolist(),
+                                 arrayminus=(y - table[low].astype(float)).tolist()),
+                    hovertext=[n or "" for n in table["note"]], row=1, col=col, name=what)
+    fig.update_layout(LAYOUT, title="Time and cost to target (olympic mean; bars: the seeds' 95 % interval)")
+    return fig
+
+
+def describe(result: Any) -> str:
+    """The study in a few lines: the target, each candidate's time, cost and samples to target with the ratios
+    against the reference, the premise check and the notes."""
+    lines = [f"target held-out loss {result.target:.4g} ({result.target_source})" if math.isfinite(result.target)
+             else f"no target: {result.target_source}"]
+    for _, row in result.table().iterrows():
+        if row.candidate == result.reference.label:
+            lines.append(f"- {row.candidate} (reference): {_num(row.time_to_target_s)} s to target, "
+                         f"{_num(row.samples_to_target)} samples{', ' + row.note if row.note else ''}")
+            continue
+        lines.append(f"- {row.candidate}: {_num(row.time_to_target_s)} s to target; sooner by "
+                     f"{_interval(row.speedup, row.speedup_low, row.speedup_high, '×')} (reference ÷ this, per seed), "
+                     f"samples ratio {_interval(row.samples_ratio, row.samples_ratio_low, row.samples_ratio_high, '×')}"
+                     f" (below 1: it needs more samples){', ' + row.note if row.note else ''}")
+    lines.append(f"cost: {result.price_basis}")
+    premise = result.premise
+    lines.append(f"lr premise: {premise.verdict}" if premise is not None else
+                 "lr premise: not checked (no learning rate was predicted)")
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def table_html(table: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in
+                   ("candidate", "batch", "lr", "time to target, s", "cost, $", "samples", "speedup vs native",
+                    "samples ratio", "not converged", "note"))
+    rows = []
+    for _, r in table.iterrows():
+        cells = (r.candidate, r.batch_size, _num(r.lr), _interval(r.time_to_target_s, r.time_low, r.time_high),
+                 _num(r.usd_to_target), _num(r.samples_to_target),
+                 _interval(r.speedup, r.speedup_low, r.speedup_high, "×"),
+                 _interval(r.samples_ratio, r.samples_ratio_low, r.samples_ratio_high, "×"),
+                 f"{r.not_converged} of {r.runs}", r.note or "")
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    return f"<table class='tcb-quality'><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def to_html(result: Any, path: str | Path, plotlyjs: str = "directory") -> Path:
+    """The study as one HTML page: the summary, the table, the curves and the bars."""
+    first = {"directory": "directory", "cdn": "cdn", "inline": True}[check_plotlyjs(plotlyjs)]
+    figs = [plot_curves(result), plot_bars(result)]
+    divs = "".join(f"<div>{f.to_html(full_html=False, include_plotlyjs=first if i == 0 else False)}</div>"
+                   for i, f in enumerate(figs))
+    summary = "".join(f"<p>{html.escape(line)}</p>" for line in describe(result).splitlines())
+    spec = result.reference.spec
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>tcbench time to quality "
+            f"{result.comparison_id or ''}</title></head><body><h1>Time to quality: {html.escape(spec.model)} "
+            f"{html.escape(spec.size)}</h1>{summary}{table_html(result.table())}{divs}</body></html>")
+    target = Path(path).expanduser()
+    target.write_text(page, encoding="utf-8")
+    return target
