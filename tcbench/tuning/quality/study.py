@@ -236,7 +236,8 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
             if (c.label, seed) in done or session.stopped:
                 return
             spec_i = _job(c.spec, o, every, ref_samples).replace(seed=seed, stop_at_loss=target)
-            done[(c.label, seed)] = run(spec_i, observer, session.stop, store, session.comparison_id, i, c.label)
+            done[(c.label, seed)] = run(spec_i, observer, session.stop, store, session.comparison_id, i,
+                                        label=c.label)
 
         for i, seed in enumerate(seeds):   # the reference first: the default target comes from it
             job(reference, i, seed, o.target_loss)
