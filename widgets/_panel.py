@@ -7,7 +7,8 @@
 ``panel.noise_floor`` the last ``tcbench.NoiseFloor`` measured with "Measure noise floor". The "Batch & LR" tab is
 ``panel.tuning``, the "Data parallel" tab (measured and projected scaling, the lr for the global batch)
 ``panel.parallel``, the "Compile search" tab (the fastest compiled configuration that keeps loss parity,
-``tc.tune_compile``) ``panel.compile``.
+``tc.tune_compile``) ``panel.compile``, the "Time to quality" tab (which candidate reaches the held-out target loss
+sooner over seeds, ``tc.time_to_quality``) ``panel.quality``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ._controls import Controls, batch_text
 from ._history import History
 from ._live import JobProgress, LiveFigures
 from ._parallel import ParallelTab
+from ._quality import QualityTab
 from ._report import diagnostics_html, failures_html, noise_floor_text, words_html
 from ._tuning import TuningTab
 
@@ -98,10 +100,13 @@ class Workbench:
         self.tuning = TuningTab(self.controls)
         self.parallel = ParallelTab(self.controls)
         self.compile = CompileTab(self.controls)
+        self.quality = QualityTab(self.controls)
         self.history.on_scaling = self._show_stored_scaling
         # appended: the other tabs keep their indexes (History 1, Data parallel 3)
-        self.tabs = w.Tab(children=[run_tab, self.history.box, self.tuning.box, self.parallel.box, self.compile.box])
-        for i, title in enumerate(("Run", "History", "Batch & LR", "Data parallel", "Compile search")):
+        self.tabs = w.Tab(children=[run_tab, self.history.box, self.tuning.box, self.parallel.box, self.compile.box,
+                                    self.quality.box])
+        for i, title in enumerate(("Run", "History", "Batch & LR", "Data parallel", "Compile search",
+                                   "Time to quality")):
             self.tabs.set_title(i, title)
         self.tabs.add_class("tcb-tabs")
         self.tabs.observe(self._tab_changed, names="selected_index")

@@ -147,7 +147,7 @@ def test_a_compile_setting_the_engine_refuses_is_shown_next_to_its_control(monke
 def test_the_tab_is_appended_and_the_others_keep_their_indexes():
     panel = Workbench(**TINY)
     titles = [panel.tabs.get_title(i) for i in range(len(panel.tabs.children))]
-    assert titles == ["Run", "History", "Batch & LR", "Data parallel", "Compile search"]
+    assert titles[:5] == ["Run", "History", "Batch & LR", "Data parallel", "Compile search"]   # more may follow
     assert panel.tabs.children[4] is panel.compile.box and "tcb-compile" in panel.compile.box._dom_classes
     assert "tcb-compile-search" in panel.compile.search_button._dom_classes
     assert "tcb-use-compile" in panel.compile.use_button._dom_classes and panel.compile.use_button.disabled
