@@ -173,3 +173,20 @@ def test_07_compile_time(tmp_path, monkeypatch):
     assert "inductor · default" in out and "search ended: n_trials=2" in out
     figs = outputs(nb, PLOTLY)
     assert sum({"Dynamo", "AOTAutograd", "Inductor"} <= trace_names(f) for f in figs) == 2
+
+
+@pytest.mark.timeout(900)
+def test_08_time_to_quality(tmp_path, monkeypatch):
+    nb, took = execute("08_time_to_quality.ipynb", tmp_path, monkeypatch)
+    figs = outputs(nb, PLOTLY)
+    curves = [f for f in figs if any((t.get("meta") or {}).get("median") for t in f.get("data", []))]
+    assert curves and trace_names(curves[0]) >= {"native (median)", "eager@8 (median)", "eager@8, lr×2 (median)"}
+    assert any(t.get("opacity") == 0.3 for t in curves[0]["data"]), "no faint line per seed"
+    assert "target" in json.dumps(curves[0]["layout"]), "the target line is not drawn"
+    assert any(any(t.get("type") == "bar" for t in f.get("data", [])) for f in figs), "no bars of time to target"
+    out = texts(nb)
+    assert "target held-out loss" in out and "the reference's median held-out loss at its" in out
+    assert "time_to_target_s" in out and "samples_ratio" in out and "speedup" in out   # the table
+    assert "samples per second" in out and "expected ≈" in out                       # samples against steps
+    assert "olympic mean" in out and ("inconclusive" in out or "sooner" in out or "later" in out)
+    assert "No compiled candidate in the short version" in out

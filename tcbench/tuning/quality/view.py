@@ -44,6 +44,20 @@ def _interval(point: Any, low: Any, high: Any, unit: str = "") -> str:
     return f"{_num(point)}{unit} ({_num(low)}–{_num(high)})"
 
 
+def _verdict(point: Any, low: Any, high: Any, better: str, worse: str) -> str:
+    """A paired ratio in words: ``better`` or ``worse`` when its interval excludes 1, else inconclusive."""
+    text = _interval(point, low, high, "×")
+    if text == "—":
+        return "— (no seed reached the target in both)"
+    if low is None or high is None or (isinstance(low, float) and math.isnan(low)):
+        return f"inconclusive: {text} (one seed pair)"
+    if low > 1:
+        return f"{better}: {text}"
+    if high < 1:
+        return f"{worse}: {text}"
+    return f"inconclusive: {text}, the interval includes 1"
+
+
 def median_curve(points: list[list[tuple[float, float]]]) -> tuple[list[float], list[float]]:
     """The median over seeds at each evaluation index that every seed reached: (median wall s, median loss)."""
     n = min((len(p) for p in points), default=0)
@@ -99,10 +113,10 @@ def describe(result: Any) -> str:
             lines.append(f"- {row.candidate} (reference): {_num(row.time_to_target_s)} s to target, "
                          f"{_num(row.samples_to_target)} samples{', ' + row.note if row.note else ''}")
             continue
-        lines.append(f"- {row.candidate}: {_num(row.time_to_target_s)} s to target; sooner by "
-                     f"{_interval(row.speedup, row.speedup_low, row.speedup_high, '×')} (reference ÷ this, per seed), "
-                     f"samples ratio {_interval(row.samples_ratio, row.samples_ratio_low, row.samples_ratio_high, '×')}"
-                     f" (below 1: it needs more samples){', ' + row.note if row.note else ''}")
+        time = _verdict(row.speedup, row.speedup_low, row.speedup_high, "sooner", "later")
+        samples = _verdict(row.samples_ratio, row.samples_ratio_low, row.samples_ratio_high, "fewer", "more")
+        lines.append(f"- {row.candidate}: {_num(row.time_to_target_s)} s to target; {time} (reference ÷ this, per "
+                     f"seed); samples: {samples}{', ' + row.note if row.note else ''}")
     lines.append(f"cost: {result.price_basis}")
     premise = result.premise
     lines.append(f"lr premise: {premise.verdict}" if premise is not None else

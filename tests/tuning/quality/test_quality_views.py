@@ -58,7 +58,7 @@ def test_the_figures_draw_each_seed_faint_the_median_bold_and_the_target(study):
 
 def test_the_words_say_the_target_the_ratios_the_price_and_the_premise(study):
     text = study.describe()
-    assert "target held-out loss" in text and "sooner by 1.0" in text and "not that instance's speed" in text
+    assert "target held-out loss" in text and "sooner: 1.0" in text and "not that instance's speed" in text
     assert "lr premise: not checked" in text
 
 
