@@ -91,7 +91,7 @@ def write_md(data: dict) -> str:
                          f"{r['not_converged']} of {r['runs']} |")
         cold = [r for r in m["runs"] if r.get("cache") == "cold"]
         lines += ["", f"Compiled runs with a cold compile cache: {len(cold)} (the rest warm or not compiled). "
-                      "Time to target includes loading and compiling, never the evaluations.", ""]
+                      "Time to target runs from the first step: compiling included; loading and the evaluations not.", ""]
     text = "\n".join(lines) + "\n"
     OUT["md"].write_text(text)
     return text

@@ -77,7 +77,7 @@ def _curves_figure() -> go.FigureWidget:
     return go.FigureWidget(layout=dict(
         template="plotly_white", height=380, margin=dict(l=60, r=20, t=50, b=40),
         title="Held-out loss against wall time (each seed faint, the median over seeds bold)",
-        xaxis_title="wall time from the job's start (s, compile included, evaluations left out)",
+        xaxis_title="wall time from the first step (s, compile included, evaluations left out)",
         yaxis_title="held-out loss", legend=dict(orientation="h", y=-0.2)))
 
 

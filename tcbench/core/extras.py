@@ -141,7 +141,8 @@ class NoiseScale:
 @dataclass(frozen=True)
 class EvalPoint:
     """One held-out evaluation during training (``JobSpec.eval_every``): after ``steps`` steps and ``samples``
-    samples, ``wall_s`` seconds after the job started (loading and compiling included, the evaluations' own time
+    samples, ``wall_s`` seconds after training began (at the first step: compiling included, loading the model and
+    data not; the evaluations' own time
     left out), the mean held-out ``loss``; ``eval_s``: the evaluations' own seconds so far, this one included
     (reported apart, never counted in ``wall_s``)."""
 

@@ -120,7 +120,8 @@ class CompileTimes(CompilePhases):
 class Eval:
     """The held-out loss, its mean and per batch; ``when``: ``initial`` (before the first step), ``final``, or
     ``during`` (every ``eval_every`` steps: after ``steps`` steps and ``samples`` samples, ``wall_s`` seconds after
-    the job started, the evaluations' own time left out)."""
+    training began (at the first step: compiling included, loading the model and data not), the evaluations' own time
+    left out)."""
 
     kind: ClassVar[str] = "eval"
     eval_loss: float

@@ -102,7 +102,6 @@ def _init_data_parallel(chan: Channel, backend, device) -> int:
 
 def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     """The measured loop: one straight path from spec to step records."""
-    started = time.perf_counter()   # the eval curve's clock (JobSpec.eval_every): from here, loading included
     chan.send(Phase("loading"))   # importing torch alone takes seconds: the stall clock starts here
     import torch
 
@@ -134,7 +133,9 @@ def train(spec: JobSpec, chan: Channel, run_dir: str) -> None:
     if spec.eval_batches and not spec.compiled and chan.reports:   # the untrained model's loss: did it learn?
         _send_eval(chan, spec, backend, work, device, "initial")
     chan.send(Phase("compiling" if spec.compiled else "warmup"))
-    curve = _Curve(spec, chan, backend, work, device, started) if spec.eval_every and chan.reports else None
+    # the eval curve's clock starts here, at the first step: a compile (at the first step) counts, loading does not
+    # (a forked job finds torch imported and a spawned one imports it: that is the launcher's, not the job's)
+    curve = _Curve(spec, chan, backend, work, device, time.perf_counter()) if spec.eval_every and chan.reports else None
     if not _run_steps(spec, chan, backend, it, world, meter, run_dir, curve):
         return
     if spec.eval_batches and chan.reports:

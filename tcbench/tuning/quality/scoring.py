@@ -1,7 +1,8 @@
 """How a candidate's runs toward a target quality are scored, as MLPerf Training scores a benchmark's runs.
 
 - **Time to target** of one run: the first held-out evaluation at or below the target (``first_at``), its wall time
-  from the job's start with the compile included and the evaluations' own time left out, and the samples and steps
+  from the first training step with the compile included (loading the model and data is not, as MLPerf leaves
+  initialisation untimed) and the evaluations' own time left out, and the samples and steps
   it took. A run that never gets there within its budget "did not converge" (None) and is kept.
 - **The score** over seeds (``olympic``): drop the fastest and the slowest run, average the rest. One run that did not
   converge counts as the slowest (and is dropped); two or more invalidate the candidate. Fewer than three runs

@@ -71,7 +71,7 @@ class QualityOptions:
 @dataclass(frozen=True)
 class QualityRun:
     """One run toward the target: its candidate, seed and stored run, whether it reached the target, and when
-    (wall seconds from the job's start, compile included and evaluations left out; samples; steps)."""
+    (wall seconds from the first step, compile included and evaluations left out; samples; steps)."""
 
     label: str
     seed: int

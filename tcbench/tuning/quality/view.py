@@ -69,7 +69,8 @@ def plot_curves(result: Any) -> go.Figure:
     """Held-out loss against wall time (compile included, evaluations left out) per candidate: each seed faint, the
     median over seeds bold, the target dashed."""
     fig = go.Figure(layout=dict(LAYOUT, title="Held-out loss against wall time (seeds faint, median bold)",
-                                xaxis_title="wall time from the job's start, s", yaxis_title="held-out loss"))
+                                xaxis_title="wall time from the first step (compile included), s",
+                                yaxis_title="held-out loss"))
     for i, c in enumerate(result.candidates):
         runs = [r for r in result.runs if r.label == c.label and r.curve]
         for j, r in enumerate(runs):
