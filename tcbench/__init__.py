@@ -39,9 +39,9 @@ from tcbench.job.track import StopTraining, compile_for_backend, device, track
 from tcbench.parallel import (LinkAssumptions, ScalingProjection, ScalingResult, calibrate_link, link_samples,
                               load_scaling, project_scaling, scaling)
 from tcbench.tuning import (Candidate, CompileConfig, CompileSearch, CompileSearchOptions, LrPrediction, MaxBatchResult,
-                            NoiseScale, QualityOptions, QualityResult, RetuneOptions, RetuneResult, TwoStageResult,
+                            NoiseScale, QualityOptions, QualityResult, RetuneOptions, RetuneResult,
                             find_max_batch, noise_scale, predict_lr, retune_lr, rule_lrs, time_to_quality, load_quality,
-                            tune_compile, two_stage)
+                            tune_compile, check_lr, LrPremise, PremiseOptions)
 from tcbench.tuning.dashboard import Dashboard, dashboard, start_dashboard
 
 __version__ = "0.1.0"
@@ -80,9 +80,10 @@ __all__ = [
     # what can run here: models, backends, the machine
     "models", "backends", "doctor", "build_model", "MODELS", "SIZES",
     # tune: the largest batch, the noise scale, the learning rate after a batch change, the compiled configuration
-    "find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "predict_lr", "LrPrediction", "retune_lr",
-    "RetuneOptions", "RetuneResult", "rule_lrs", "two_stage", "TwoStageResult", "tune_compile", "CompileSearchOptions",
-    "CompileSearch", "CompileConfig", "time_to_quality", "load_quality", "Candidate", "QualityOptions", "QualityResult",
+    "find_max_batch", "MaxBatchResult", "noise_scale", "NoiseScale", "check_lr", "LrPremise", "PremiseOptions",
+    "predict_lr", "LrPrediction", "retune_lr", "RetuneOptions", "RetuneResult", "rule_lrs",
+    "tune_compile", "CompileSearchOptions", "CompileSearch", "CompileConfig", "time_to_quality",
+    "load_quality", "Candidate", "QualityOptions", "QualityResult",
     "dashboard", "start_dashboard", "Dashboard",
     # scale: data-parallel scaling measured here and projected to instance profiles, with their costs
     "scaling", "ScalingResult", "load_scaling", "project_scaling", "ScalingProjection", "LinkAssumptions",

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from tcbench.comparison import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, MAX_ROUNDS
 from tcbench.view.format import fmt_ratio, fmt_ratio_range
-from tcbench.cli import history, parallel, tuning
+from tcbench.cli import history, parallel, premise, tuning
 from tcbench.cli.common import (MEASUREMENT, MULTI_NODE, OUTPUT, Formatter, add_job_options, add_report_options,
                                 backend_list, check_compiler_options, check_writable, cli_words, command, group,
                                 job_fields_of, job_spec, option_words, plotlyjs_of, print_table, write_file)
@@ -224,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     command(sub, "doctor", "what is installed, what each backend needs, what is missing (and the pip command)",
             "tcbench doctor").set_defaults(func=doctor_cli)
     tuning.add_subcommands(sub)
+    premise.add_subcommands(sub)
     parallel.add_subcommands(sub)
     for p in sub.choices.values():   # a message in API words is told in this command's words (main)
         p.set_defaults(cli_words=option_words(p))

@@ -75,7 +75,7 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
                         storage=a.storage, study_name=a.study_name, sampler=a.sampler, steps=a.tune_steps,
                         eval_batches=a.eval_batches, search_factor=a.search_factor, seed=a.seed, pruner=a.pruner,
                         observer=_progress, budget=a.budget, noise=not a.no_prediction, optimizer=a.optimizer,
-                        seeds=a.seeds, finalists=a.finalists, n_workers=a.workers)
+                        seeds=a.seeds, finalists=a.finalists, n_workers=a.workers, check_premise=a.check_premise)
     except RuntimeError as exc:   # its workers failed: why, in one line each
         return _failed(exc)
     if res.prediction is None and not a.no_prediction:
@@ -208,7 +208,7 @@ def cmd_noise_scale(a: argparse.Namespace) -> int:
 def cmd_predict_lr(a: argparse.Namespace) -> int:
     try:
         p = predict_lr(job_spec(a, "eager"), a.new_batch_size, optimizer=a.optimizer, micro_batches=a.micro_batches,
-                       nproc=a.new_nproc)
+                       nproc=a.new_nproc, check_premise=a.check_premise)
     except RuntimeError as exc:
         return _failed(exc)
     print_table(p.table())
@@ -349,6 +349,8 @@ def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--trials-table", action="store_true", help="also print every trial")
     p.add_argument("--workers", type=whole_number, default=1,
                    help="worker processes on the study (more than 1 needs a PostgreSQL --storage)")
+    p.add_argument("--check-premise", action="store_true", help="check --lr at --batch-size first (tcbench check-lr: "
+                   "9-15 jobs) and start from its re-centred rate when it is off")
     p.set_defaults(func=cmd_retune_lr)
 
 
@@ -410,6 +412,8 @@ def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],
                    help="adam: the surge form (tcbench trains with AdamW); sgd: McCandlish's form")
     p.add_argument("--micro-batches", type=int, default=2, help="for the noise-scale job when none is stored")
+    p.add_argument("--check-premise", action="store_true", help="check --lr at --batch-size first (tcbench check-lr: "
+                   "9-15 jobs) and start from its re-centred rate when it is off")
     p.set_defaults(func=cmd_predict_lr)
 
 

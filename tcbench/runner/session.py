@@ -1,7 +1,7 @@
 """One comparison row from start to finish: :func:`comparison_session` stores it ``running`` and always finishes it.
 
 Every measurement that keeps a comparison row (``compare``, ``noise_floor``, ``scaling``, ``retune_lr`` and its
-workers, ``find_max_batch``, ``two_stage``) runs inside one, so nothing leaves its row ``running``:
+workers, ``find_max_batch``, ``time_to_quality``) runs inside one, so nothing leaves its row ``running``:
 
 - the block ends normally: the status the caller set (``session.status``), else ``"interrupted"`` when the
   ``stop`` event is set, else ``"done"``;

@@ -1,4 +1,4 @@
-"""Figures for max-batch searches, learning-rate retuning and the two-stage flow.
+"""Figures for max-batch searches and learning-rate retuning.
 
 Two steps, as everywhere in tcbench: ``collect_*(result) -> DataFrame``, then
 ``plot_*(df) -> plotly Figure`` (the panel can redraw from a DataFrame it keeps updating).
@@ -114,36 +114,4 @@ def plot_intermediate(df: pd.DataFrame, title: str = "Intermediate values (train
         fig.add_scatter(x=g["step"], y=g["value"], mode="lines+markers", name=state.lower(), legendgroup=state,
                         showlegend=first, hovertext=f"trial {number}",
                         line=dict(color=STATE_COLORS.get(state, "#444")), marker=dict(size=4))
-    return fig
-
-
-# -- two-stage flow ----------------------------------------------------------------------------
-def collect_time_to_loss(result: Any) -> pd.DataFrame:
-    """label, run_id, wall_s (cumulative step time), step, loss, smoothed loss for the final pair."""
-    frames = []
-    for label, job in (("native", result.native), ("compiled", result.compiled)):
-        if job is None or not job.records:
-            continue
-        df = job.steps()[["run_id", "step", "step_s", "loss"]].copy()
-        df["wall_s"] = df["step_s"].cumsum()
-        df["smoothed"] = df["loss"].ewm(alpha=result.smoothing, ignore_na=True).mean()
-        df.insert(0, "label", f"{label}: {job.spec.backend}, batch {job.spec.batch_size}, lr {job.spec.lr:.2g}")
-        df.insert(1, "backend", job.spec.backend)
-        frames.append(df)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["label", "backend", "run_id", "step", "step_s", "loss", "wall_s", "smoothed"])
-
-
-def plot_time_to_loss(df: pd.DataFrame, target: float | None = None,
-                      title: str = "Smoothed training loss vs wall time (time to reach the native final loss)"
-                      ) -> go.Figure:
-    """Smoothed loss against cumulative step time per job; the target loss as a horizontal line."""
-    fig = go.Figure(layout=dict(title=title, xaxis_title="seconds of training steps", yaxis_title="loss (smoothed)",
-                                **LAYOUT))
-    for label, g in df.groupby("label", sort=False):
-        fig.add_scatter(x=g["wall_s"], y=g["smoothed"], mode="lines", name=label,
-                        line=dict(color=color(g["backend"].iloc[0]),
-                                  dash="solid" if label.startswith("native") else "dot"))
-    if target is not None:
-        fig.add_hline(y=target, line_dash="dash", line_color="grey", annotation_text=f"target {target:.3f}")
     return fig

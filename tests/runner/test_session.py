@@ -1,7 +1,7 @@
 """comparison_session: every measurement's comparison row is finished however it ends (no row left ``running``).
 
 The context manager against a store of the test's own, then each measurement that keeps a row (compare,
-noise_floor, scaling, retune_lr, find_max_batch, two_stage) with its job runner faked: the second job raises
+noise_floor, scaling, retune_lr, find_max_batch) with its job runner faked: the second job raises
 KeyboardInterrupt, and the row must end ``interrupted``. No training runs.
 """
 
@@ -167,18 +167,3 @@ def test_find_max_batch_interrupted_mid_way_leaves_no_running_row(store, monkeyp
     row = _row(store, "max_batch")
     assert len(calls) == 2 and row["status"] == "interrupted"
     assert _info(row)["table"][0]["backend"] == "eager" and _info(row)["profile"]
-
-
-def test_two_stage_interrupted_in_its_final_pair_leaves_no_running_row(store, monkeypatch):
-    import tcbench.runner.process as runner
-    from tcbench.tuning.twostage import two_stage
-
-    def final_pair(store, comparison_id) -> bool:   # only the paired run's jobs count (not probes nor trials)
-        return comparison_id is not None and store.comparison_row(comparison_id)["kind"] == "two_stage"
-
-    run, calls = _fake_run(interrupt_at=2, when=final_pair)
-    monkeypatch.setattr(runner, "run", run)
-    with pytest.raises(KeyboardInterrupt):
-        two_stage(SPEC, backends=("eager", "eager"), n_trials=2, max_batch=16, memory_budget_gb=1.0, store=store)
-    assert len(calls) == 2 and _row(store, "two_stage")["status"] == "interrupted"
-    assert _row(store, "max_batch")["status"] == "done" and _row(store, "retune")["status"] == "done"

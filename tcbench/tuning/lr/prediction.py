@@ -3,6 +3,7 @@ docstring, "The prediction")."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ import numpy as np
 
 from tcbench.core.extras import NoiseScale, fmt_samples
 from tcbench.tuning.lr.noise import noise_scale, stored_noise_scale
+from tcbench.tuning.lr.premise import NOT_CHECKED, check_lr
 from tcbench.core.spec import SpecError, check_number
 
 OPTIMIZERS = ("adam", "sgd")
@@ -60,6 +62,22 @@ class LrPrediction:
     low: float                # its range over the noise scale's 95 % interval
     high: float
     processes: tuple[int, int] | None = None   # (old, new) data-parallel processes when the batch is a global one
+    premise: Any = None       # tcbench.LrPremise: lr0's check (None: not checked)
+
+    @property
+    def recentred(self) -> bool:
+        """Whether the premise failed and the prediction starts from its re-centred rate instead of lr0."""
+        return self.premise is not None and self.premise.held is False
+
+    @property
+    def premise_text(self) -> str:
+        """Whether lr0's premise held, in words (``tcbench.tuning.lr.premise``)."""
+        if self.premise is None:
+            return f"Learning-rate {NOT_CHECKED}."
+        text = f"Premise: {self.premise.verdict}."
+        if self.recentred:
+            text += f" This prediction starts from {self.old_lr:.3g}, not lr0 = {self.premise.lr0:.3g}."
+        return text
 
     @property
     def linear_lr(self) -> float:
@@ -113,7 +131,8 @@ class LrPrediction:
                               if self.optimizer == "adam" else "the rate stays flat"),
                  "unknown": "The noise scale was not resolved at this batch: the rules' limits are all there is"}
         return (f"{rule} {where[self.regime]}. All three assume lr {self.old_lr:.3g} was (near) the best at batch "
-                f"{self.old_batch} and the same number of samples at both batches; search around them (retune_lr).")
+                f"{self.old_batch} and the same number of samples at both batches; search around them (retune_lr). "
+                + self.premise_text)
 
     @property
     def batches(self) -> str:
@@ -126,7 +145,8 @@ class LrPrediction:
     def describe(self) -> str:
         return (f"{self.batches}: lr {self.old_lr:.3g} → {self.lr:.3g} "
                 f"(range {self.low:.3g}–{self.high:.3g} over the noise scale's interval; {self.formula}); "
-                f"linear rule {self.linear_lr:.3g}, square-root rule {self.sqrt_lr:.3g}. {self.noise.describe()}")
+                f"linear rule {self.linear_lr:.3g}, square-root rule {self.sqrt_lr:.3g}. {self.noise.describe()} "
+                + self.premise_text)
 
 
 def predict(noise: NoiseScale, old_lr: float, old_batch: int, new_batch: int, optimizer: str = "adam",
@@ -155,7 +175,7 @@ def target_batch(spec: Any, new_batch_size: int | None = None, nproc: int | None
 
 def predict_lr(spec: Any, new_batch_size: int | None = None, noise: NoiseScale | None = None,
                optimizer: str = "adam", micro_batches: int = 2, store: Any = None, observer: Any = None,
-               stop: Any = None, *, nproc: int | None = None) -> LrPrediction:
+               stop: Any = None, *, nproc: int | None = None, check_premise: bool = False) -> LrPrediction:
     """The learning rate for a new global batch from ``spec.lr`` at ``spec.global_batch`` (batch_size × nproc)
     and the gradient noise scale: ``noise`` if given, else the latest one stored for this job, else measured now
     (``noise_scale``, one process at the global batch).
@@ -163,10 +183,23 @@ def predict_lr(spec: Any, new_batch_size: int | None = None, noise: NoiseScale |
     The new batch: ``new_batch_size`` (global), or ``nproc``: the same per-process batch on that many
     data-parallel processes (global batch ``spec.batch_size × nproc``, the seeds' "the global batch grows linearly
     with the number of workers"). ``optimizer``: "adam" (tcbench's own jobs train with AdamW: the surge form) or
-    "sgd" (McCandlish's form)."""
+    "sgd" (McCandlish's form).
+
+    Every rule assumes ``spec.lr`` is near its optimum at its batch. ``check_premise=True`` checks it first
+    (``check_lr``'s defaults: runs at lr × ½, 1, 2 over 3 seeds, 9 jobs of ``spec.steps``, up to 15 when it
+    extends); when it fails, the
+    prediction starts from the check's re-centred rate (``spec.replace(lr=premise.recentred_lr)``; unless ``noise``
+    is given, the noise scale is then the one stored or measured at that rate) and says so. The check is in
+    ``LrPrediction.premise`` (None: not checked)."""
     new = target_batch(spec, new_batch_size, nproc)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer={optimizer!r} is not allowed; allowed: {', '.join(OPTIMIZERS)}")
+    if not isinstance(check_premise, bool):
+        raise SpecError("check_premise", check_premise, "True or False")
+    premise = check_lr(spec, observer=observer, stop=stop, store=store) if check_premise else None
+    if premise is not None and premise.held is False:
+        spec = spec.replace(lr=premise.recentred_lr)
     if noise is None:
         noise = stored_noise_scale(spec, store) or noise_scale(spec, micro_batches, observer, stop, store)
-    return predict(noise, spec.lr, spec.global_batch, new, optimizer, None if nproc is None else (spec.nproc, nproc))
+    p = predict(noise, spec.lr, spec.global_batch, new, optimizer, None if nproc is None else (spec.nproc, nproc))
+    return dataclasses.replace(p, premise=premise)

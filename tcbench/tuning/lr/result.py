@@ -49,6 +49,7 @@ class RetuneResult:
     comparison_id: int | None = None
     processes: tuple[int, int] | None = None   # (old, new) data-parallel processes: retune_lr(..., nproc=N)
     finalists: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FINALIST_COLUMNS))
+    premise: Any = None        # tcbench.LrPremise: spec.lr's check at B0 (None: not checked)
     study: Any = field(default=None, repr=False)
 
     @property
@@ -104,8 +105,22 @@ class RetuneResult:
         hit = self.finalists[self.finalists["lr"] == lr] if not self.finalists.empty else self.finalists
         return None if hit.empty or int(hit["seeds"].iloc[0]) < 2 else hit.iloc[0].to_dict()
 
+    @property
+    def premise_text(self) -> str:
+        """Whether the starting rate's premise held, in words."""
+        if self.premise is None:
+            return "Learning-rate premise not checked (check_premise=True or tc.check_lr)."
+        text = f"Premise: {self.premise.verdict}."
+        if self.premise.held is False:
+            text += f" The guesses start from {self.spec.lr:.3g}, not lr0 = {self.premise.lr0:.3g}."
+        return text
+
     def describe(self) -> str:
-        """The outcome in words: the budget, the best (or that nothing learned), and the guesses it beats."""
+        """The outcome in words: the budget, the best (or that nothing learned), the guesses it beats, and whether
+        the starting rate's premise held."""
+        return f"{self._outcome()} {self.premise_text}"
+
+    def _outcome(self) -> str:
         budget = (f"equal samples ({self.steps} steps at batch {self.new_batch_size} = {self.spec.steps} at "
                   f"{self.spec.batch_size})" if self.budget == "equal_samples" else f"equal steps ({self.steps})")
         if self.processes:
@@ -165,6 +180,7 @@ class RetunePlan:
     note: str
     processes: tuple[int, int] | None
     sampler: str               # the sampler's name, as the result shows it
+    premise: Any = None        # tcbench.LrPremise, when check_premise asked for it
 
 
 def _beats_over_seeds(best: dict, other: dict) -> bool | None:
@@ -233,4 +249,4 @@ def build_result(plan: RetunePlan, study: Any, url: str | None, wall_s: float, c
         intermediate=inter, n_pruned=int((trials["state"] == TrialState.PRUNED.name).sum()),
         n_failed=int((trials["state"] == TrialState.FAIL.name).sum()), wall_s=wall_s,
         total_steps=int(done["steps_run"].fillna(0).sum()), grid_steps=len(done) * plan.steps, sampler=plan.sampler,
-        comparison_id=cid, processes=plan.processes, finalists=finals, study=study)
+        comparison_id=cid, processes=plan.processes, finalists=finals, premise=plan.premise, study=study)

@@ -67,6 +67,7 @@ from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
 from tcbench.core.spec import JobSpec, SpecError
 from tcbench.store.api import Store
+from tcbench.tuning.lr.premise import check_lr
 from tcbench.tuning.lr.result import FINALIST_COLUMNS, RetunePlan, RetuneResult, build_result
 from tcbench.tuning.storage import check_study_name, heartbeat_on, open_storage
 from tcbench.tuning.lr.study import (PRUNERS, SAMPLERS, StudyContext, make_pruner, make_sampler,
@@ -206,6 +207,7 @@ class RetuneOptions:
     finalists: int = 3                  # how many of the best learning rates are trained again
     nproc: int | None = None            # data parallel: retune for N processes instead of new_batch_size
     n_workers: int = 1                  # worker processes forked here on one PostgreSQL study
+    check_premise: bool = False         # check spec.lr at B0 first (tc.check_lr) and re-centre when it is off
 
 
 def retune_lr(spec: JobSpec, new_batch_size: int | None = None, *, options: RetuneOptions | None = None,
@@ -236,6 +238,11 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, *, options: Retu
     ``n_workers=N`` runs the trials in N worker processes forked from this one, on one study in a PostgreSQL
     ``storage`` (``tcbench.tuning.lr.workers``; ``tcbench tune-worker`` joins from elsewhere); their events reach
     ``observer`` here, in this process, as they happen, and ``stop`` reaches them within a second.
+
+    ``check_premise=True``: before the study, ``check_lr`` checks that ``spec.lr`` is near its optimum at B0 (runs
+    at lr × ½, 1, 2 over 3 seeds of ``steps`` steps, judged on ``eval_batches`` held-out batches); when it is off,
+    every guess (the prediction, both rules, "original") starts from the check's re-centred rate, so the search is
+    centred on the re-centred prediction. ``RetuneResult.premise`` holds the check (None: not checked).
     """
 
     o = merged(RetuneOptions, options, overrides, "retune_lr")
@@ -246,6 +253,8 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, *, options: Retu
     _check(spec, new_batch_size, o.n_trials, o.search_factor, o.eval_batches, base, o.seeds, o.finalists)
     check_study_name(o.study_name)
     _check_choices(o.budget, o.sampler, o.n_trials, o.pruner, o.optimizer)
+    if not isinstance(o.check_premise, bool):
+        raise SpecError("check_premise", o.check_premise, "True or False")
     trial_steps = base if o.budget == "equal_steps" else max(2, round(base * spec.batch_size / new_batch_size))
     spec = preflight(spec)   # once, before the study is created or any trial starts
     try:   # the new batch must fit too
@@ -263,13 +272,19 @@ def retune_lr(spec: JobSpec, new_batch_size: int | None = None, *, options: Retu
     check_workers(o.n_workers, o.storage, backend_storage, url)
     check_fork(sampler_name(o.sampler, o.n_trials) if isinstance(o.sampler, str) else o.sampler, o.n_workers)
     notify = observer or (lambda e: None)
+    premise = None
+    if o.check_premise:   # its own comparison (kind lr-premise), before the study is opened
+        premise = check_lr(spec, steps=base, eval_batches=o.eval_batches, observer=notify, stop=stop, store=store)
+        if premise.held is False:
+            spec = spec.replace(lr=premise.recentred_lr)
     prediction, note = _predict(spec, new_batch_size, o.noise, o.optimizer, store, notify, stop, processes)
     guesses = _guesses(spec, new_batch_size, prediction, extras)
     low, high = min(guesses.values()) / o.search_factor, max(guesses.values()) * o.search_factor
     name = o.study_name or (f"retune-{spec.model}-{spec.size}-{spec.backend}-b{spec.batch_size}-lr{spec.lr:g}"
                             f"-to-b{new_batch_size}-s{o.seed}")
     plan = RetunePlan(spec, new_batch_size, trial_steps, o.budget, low, high, guesses, prediction, note, processes,
-                      sampler_name(o.sampler, o.n_trials) if isinstance(o.sampler, str) else type(o.sampler).__name__)
+                      sampler_name(o.sampler, o.n_trials) if isinstance(o.sampler, str) else type(o.sampler).__name__,
+                      premise)
     study, optuna_storage = _open_study(plan, name, backend_storage, o, report_every)
     ctx = StudyContext(low=low, high=high, new_batch=new_batch_size, steps=trial_steps, eval_batches=o.eval_batches,
                        report_every=report_every, first_rung=min_resource(trial_steps),

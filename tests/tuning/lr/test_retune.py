@@ -290,23 +290,6 @@ def test_plots_mark_both_rules_and_pruned_trials(fake, store):
         assert "PRUNED" in {t.legendgroup for t in inter.data}
 
 
-def test_time_to_loss_and_pick_batch():
-    from tcbench.tuning.batch.search import MaxBatchResult
-    from tcbench.tuning.twostage import final_smoothed_loss, pick_batch, time_to_loss
-
-    res = JobResult(spec=SPEC, status="ok", records=[StepRecord(step=i, step_s=0.5, samples_s=1, tokens_s=1, mem_bytes=0,
-                                                                loss=1.0 - 0.1 * i) for i in range(8)])
-    assert time_to_loss(res, 10.0, smoothing=1.0) == 0.5
-    assert time_to_loss(res, 0.45, smoothing=1.0) == pytest.approx(3.5)   # loss 0.4 at step 6: 7 steps of 0.5 s
-    assert time_to_loss(res, -1.0) is None
-    assert final_smoothed_loss(res, smoothing=1.0) == pytest.approx(0.3)
-    mb = MaxBatchResult(spec=SPEC, profile="this-machine", budget_gb=1.0, backends=["eager"])
-    mb.probe_rows = [dict(backend="eager", batch_size=b, status="ok" if f else "oom", fits=f, peak_mem_mb=1.0,
-                          samples_s=s, wall_s=1.0, run_id=i, reason="") for i, (b, f, s) in
-                     enumerate([(8, True, 100.0), (16, True, 180.0), (32, True, 175.0), (64, False, None)])]
-    assert pick_batch(mb, "eager") == 16 and pick_batch(mb, "inductor") is None
-
-
 # -- real jobs on the shipped learnable task (eager, tiny BERT, seq 32, dropout off, 1 thread) ---------
 TASK = JobSpec(model="bert-base-cased", size="tiny", batch_size=8, seq_len=32, steps=30, warmup_steps=1, lr=1e-3,
                seed=0, dropout=0.0, threads=1)   # one core left for the parent reading the stream
