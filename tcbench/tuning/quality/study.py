@@ -140,9 +140,12 @@ class QualityResult:
 
     def table(self) -> pd.DataFrame:
         """One row per candidate: its score in time, cost and samples with the seeds' interval, the ratios against
-        the reference with their intervals, and how many runs did not reach the target."""
+        the reference with their intervals, how many runs did not reach the target, and its compile (the median
+        seconds, and in how many runs the cache was cold)."""
         rows = []
         for c in self.candidates:
+            mine = [r for r in self.runs if r.label == c.label]
+            compiles = [r.compile_s for r in mine if r.compile_s is not None and c.spec.compiled]
             t, s = self.score(c.label), self.score(c.label, "samples")
             low, high = self.spread(c.label)
             tr, sr = self.ratio(c.label), self.ratio(c.label, "samples")
@@ -153,6 +156,8 @@ class QualityResult:
                              speedup=tr.point, speedup_low=tr.low, speedup_high=tr.high,
                              samples_ratio=sr.point, samples_ratio_low=sr.low, samples_ratio_high=sr.high,
                              runs=len(self._by_seed(c.label, "time_s")), not_converged=t.not_converged,
+                             compile_s=statistics.median(compiles) if compiles else None,
+                             cold_compiles=sum(r.cache == "cold" for r in mine) if c.spec.compiled else None,
                              note=t.reason))
         return pd.DataFrame(rows)
 

@@ -126,17 +126,26 @@ def describe(result: Any) -> str:
     return "\n".join(lines)
 
 
+def _compile(seconds: Any, cold: Any) -> str:
+    """A compiled candidate's median compile and in how many runs it was cold; "—" for a native one."""
+    if seconds is None or seconds != seconds:
+        return "—"
+    return f"{_num(seconds)} ({int(cold)} cold)"
+
+
 def table_html(table: pd.DataFrame) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in
                    ("candidate", "batch", "lr", "time to target, s", "cost, $", "samples", "speedup vs native",
-                    "samples ratio", "not converged", "note"))
+                    "samples ratio", "not converged", "compile s (cold runs)", "note"))
     rows = []
     for _, r in table.iterrows():
         cells = (r.candidate, r.batch_size, _num(r.lr), _interval(r.time_to_target_s, r.time_low, r.time_high),
                  _num(r.usd_to_target), _num(r.samples_to_target),
                  _interval(r.speedup, r.speedup_low, r.speedup_high, "×"),
                  _interval(r.samples_ratio, r.samples_ratio_low, r.samples_ratio_high, "×"),
-                 f"{r.not_converged} of {r.runs}", r.note or "")
+                 f"{r.not_converged} of {r.runs}",
+                 _compile(r.compile_s, r.cold_compiles),
+                 r.note or "")
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return f"<table class='tcb-quality'><tr>{head}</tr>{''.join(rows)}</table>"
 

@@ -3,6 +3,7 @@ speed per candidate: the default target, the refusals before any job, the scores
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -32,7 +33,10 @@ def _fake(calls: list, never_below: float | None = None):
                                        loss=loss))
                 if job.stop_at_loss is not None and loss <= job.stop_at_loss:
                     break
-        res = JobResult(spec=job, status="ok", label=label)
+        res = JobResult(spec=job, status="ok", label=label,
+                        cache_state="cold" if job.compiled and job.seed == 0 else "warm" if job.compiled else "")
+        if job.compiled:
+            res.figures = dataclasses.replace(res.figures, compile_latency_s=20.0 if job.seed == 0 else 4.0)
         res.extra.eval_curve = curve
         if store is not None:   # stored as the runner stores a job: a resumed study reads it back
             res.run_id = store.insert_run(job, comparison_id, round, label)
@@ -60,6 +64,9 @@ def test_the_default_target_is_the_references_loss_at_its_steps_and_compiling_ge
     assert {c[2].stop_at_loss for c in calls[:3]} == {None}                   # the reference trains its budget
     assert {c[2].stop_at_loss for c in calls[3:]} == {res.target}             # the others end at the target
     assert all(r.curve[-1].loss <= res.target for r in res.runs if r.label == "inductor")
+    by = res.table().set_index("candidate")
+    assert (by.loc["inductor", "compile_s"], by.loc["inductor", "cold_compiles"]) == (4.0, 1)   # median; seed 0 cold
+    assert by.loc["native", "compile_s"] is None or by.loc["native", "compile_s"] != by.loc["native", "compile_s"]
     expected = 1.0 + 4.0 * 0.5 ** (80 / 40.0)                                  # the seed-1 jitter is 0: the median
     assert res.target == pytest.approx(expected) and "median" in res.target_source
     row = res.table().set_index("candidate").loc["inductor"]
