@@ -9,7 +9,8 @@ JobSpec of its own so that the effects of the compiler and of the batch can be t
 
 **B1** is ``big_batch`` when given (refused when its memory floor exceeds the profile's budget); else, under a profile
 with a memory budget, the largest batch ``find_max_batch`` fits for the compiled job, rounded down to the batch times
-a power of two that divides the samples between evaluations (every candidate then evaluates after the same samples)
+a power of two that divides the samples between evaluations, or the reference's samples when those are not given
+(every candidate then evaluates after the same samples)
 and at most ``max_batch``; a profile without a budget (this machine) takes ``max_batch`` (4× the batch by default),
 so rounded, and says so.
 """
@@ -54,8 +55,9 @@ class DefaultCandidates:
 
 
 def power_of_two_multiple(batch: int, top: int, grain: int) -> int:
-    """The largest ``batch × 2^k`` at most ``top`` that divides ``grain`` (the samples between evaluations): every
-    candidate then evaluates after the same samples (``batch`` itself when no bigger one does)."""
+    """The largest ``batch × 2^k`` at most ``top`` that divides ``grain`` (the samples between evaluations when they
+    are given, else the reference's samples): every candidate then evaluates after the same samples (``batch``
+    itself when no bigger one does)."""
     out = batch
     while out * 2 <= top and grain % (out * 2) == 0:
         out *= 2

@@ -149,6 +149,28 @@ def test_the_default_candidates_tell_the_compiler_and_the_batch_apart(calls, mon
     assert {(r.label, r.seed) for r in res.runs} == {(c, s) for c in labels for s in (0, 1, 2)}
 
 
+@pytest.mark.parametrize("native_max, with_native", [(20, True), (12, False)])
+def test_under_a_profiles_memory_b1_is_the_largest_batch_the_compiled_job_fits(calls, monkeypatch, store, native_max,
+                                                                               with_native):
+    from types import SimpleNamespace
+
+    import tcbench.tuning.batch.search as search
+
+    asked: list = []
+
+    def fake_search(spec, profile, backends, **kw):
+        asked.append((profile, tuple(backends), kw["max_batch"], kw["multiple_of"]))
+        return SimpleNamespace(max_batch={"inductor": 40, "eager": native_max}, comparison_id=7)
+    monkeypatch.setattr(search, "find_max_batch", fake_search)
+    _predicted(monkeypatch, [])
+    res = time_to_quality(SPEC, seeds=3, eval_batches=2, profile="ml.g4dn.xlarge", max_batch=64, store=store)
+    assert asked == [("ml.g4dn.xlarge", ("inductor", "eager"), 64, 4)]
+    # 40 fits; B1 = 4 x 2^k within it that divides the reference's 80 samples: 16 (32 does not divide 80)
+    assert [c.label for c in res.candidates] == ["native", "inductor", "inductor@16"] + (["native@16"] * with_native)
+    assert any("40 the compiled job fits" in n for n in res.notes)
+    assert with_native or any("no native@16: the native job fits 12" in n for n in res.notes)
+
+
 def test_a_big_batch_above_the_profiles_memory_is_refused_before_any_job(no_process, monkeypatch, store):
     _predicted(monkeypatch, [])
     with pytest.raises(tc.SpecError, match="^batch_size="):
