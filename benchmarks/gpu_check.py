@@ -13,7 +13,9 @@ measured so far. Step times are the jobs' own: each step ends with a device sync
 The checks (issue 35): 1 doctor on CUDA; 2 eager against inductor on gpt2 (base, seq 128, batch 32, bf16 on
 sm80+, 3 rounds); 3 find_max_batch under a 24 GiB cap (an ml.g5's A10G) against SageMaker's table; 4 A/A; 5
 ``reduce-overhead`` against the default mode; 6 bert-base-cased, roberta-base, distilbert-base-uncased as in 2;
-7 a short tune_compile. ``--device cpu --quick`` runs 1-4 with tiny models and skips the rest with the reason.
+7 a short tune_compile; 8 time to quality (issue 38): native against the default candidates (inductor at the batch,
+inductor and native at 4× it with the predicted learning rate), 3 seeds, to the reference's held-out loss at its
+steps. ``--device cpu --quick`` runs 1-4 with tiny models and skips the rest with the reason.
 The install on the GPU machine (no network there): ``benchmarks/gpu.md``.
 """
 
@@ -114,9 +116,9 @@ def plan_for(device: str, quick: bool, capability: tuple[int, int] | None) -> Pl
     return Plan(device=device, quick=False, precision=precision, threads=None, batch_size=32, max_batch=1024,
                 multiple_of=32, steps=100, warmup_steps=20,
                 need_s={"doctor": 5, "compare": 90, "max_batch": 60, "aa": 30, "reduce_overhead": 60, "models": 60,
-                        "tune_compile": 150},
+                        "tune_compile": 150, "time_to_quality": 150},
                 cap_s={"compare": 220, "max_batch": 210, "aa": 100, "reduce_overhead": 150, "models": 150,
-                       "tune_compile": 150})
+                       "tune_compile": 150, "time_to_quality": 300})
 
 
 # ---------------------------------------------------------------------------------------------------------- checks
@@ -290,13 +292,31 @@ def check_tune_compile(tc: Any, plan: Plan, stop: threading.Event) -> Outcome:
     return out
 
 
+def check_time_to_quality(tc: Any, plan: Plan, stop: threading.Event) -> Outcome:
+    out = Outcome("8", "time_to_quality", f"time to quality: {plan.model} ({plan.size}), 3 seeds, the default "
+                                          f"candidates with B1 = {4 * plan.batch_size}")
+    if plan.quick:
+        out.status, out.reason = "skipped", "--quick: three seeds of four candidates take minutes of jobs"
+        return out
+    res = tc.time_to_quality(plan.spec(tc), seeds=3, check_premise=False, max_batch=4 * plan.batch_size, stop=stop)
+    table = json.loads(res.table().to_json(orient="records"))
+    out.figures = {"target": res.target, "target_source": res.target_source, "quality": table,
+                   "runs": json.loads(res.runs_table().to_json(orient="records", default_handler=str)),
+                   "describe": res.describe(), "notes": list(res.notes)}
+    out.expect = {"a target": res.target == res.target,
+                  "every candidate scored": all(r.get("time_to_target_s") is not None for r in table)}
+    return out
+
+
 CHECKS: list[tuple[str, Callable]] = [("doctor", check_doctor), ("compare", check_compare),
                                       ("max_batch", check_max_batch), ("aa", check_aa),
                                       ("reduce_overhead", check_reduce_overhead),
                                       *((f"model_{m}", _model_check(m, i)) for i, m in enumerate(OTHER_MODELS)),
-                                      ("tune_compile", check_tune_compile)]
+                                      ("tune_compile", check_tune_compile),
+                                      ("time_to_quality", check_time_to_quality)]
 NUMBERS = {"doctor": "1", "compare": "2", "max_batch": "3", "aa": "4", "reduce_overhead": "5",
-           **{f"model_{m}": f"6{'abc'[i]}" for i, m in enumerate(OTHER_MODELS)}, "tune_compile": "7"}
+           **{f"model_{m}": f"6{'abc'[i]}" for i, m in enumerate(OTHER_MODELS)}, "tune_compile": "7",
+           "time_to_quality": "8"}
 
 
 def _budget_key(name: str) -> str:
@@ -389,6 +409,10 @@ def headline(out: Outcome) -> str:
                          for r in f["table"]) + f" (SageMaker: {SAGEMAKER_GPT2['native']} → {SAGEMAKER_GPT2['compiled']})"
     if "backends" in f:
         return "; ".join(f"{n} {'available' if b['available'] else 'unavailable'}" for n, b in f["backends"].items())
+    if "quality" in f:
+        return f"target {_fmt(f.get('target'))}; " + "; ".join(
+            f"{r['candidate']} {_fmt(r.get('time_to_target_s'))} s, {_fmt(r.get('speedup'))}× "
+            f"({_fmt(r.get('speedup_low'))}–{_fmt(r.get('speedup_high'))})" for r in f["quality"][1:])
     return out.reason or ""
 
 
@@ -413,6 +437,10 @@ def _section(out: Outcome) -> list[str]:
         lines += [f"  - runner: {n}" for n in notes]
     for r in f.get("table", []):
         lines.append("- " + ", ".join(f"{k} {_fmt(v)}" for k, v in r.items()))
+    for r in f.get("quality", []):
+        lines.append("- " + ", ".join(f"{k} {_fmt(v)}" for k, v in r.items() if v is not None))
+    if f.get("describe"):
+        lines += ["", "```", f["describe"], "```"]
     for t in f.get("trials", []):
         lines.append("  - trial " + ", ".join(f"{k} {_fmt(v)}" for k, v in t.items() if v is not None)[:400])
     for p in f.get("probes", []):

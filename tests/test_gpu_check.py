@@ -138,7 +138,8 @@ def test_the_dry_run_writes_every_check_done_or_skipped_with_a_reason(tmp_path):
     lines = [json.loads(x) for x in (out / "gpu_check.jsonl").read_text().splitlines()]
     by = {x["name"]: x for x in lines}
     assert list(by) == ["doctor", "compare", "max_batch", "aa", "reduce_overhead", "model_bert-base-cased",
-                        "model_roberta-base", "model_distilbert-base-uncased", "tune_compile"], done.stdout[-3000:]
+                        "model_roberta-base", "model_distilbert-base-uncased", "tune_compile", "time_to_quality"], \
+        done.stdout[-3000:]
     for x in lines:
         assert x["status"] in ("done", "skipped", "stopped", "failed")
         assert x["status"] != "skipped" or x["reason"], x
@@ -152,7 +153,7 @@ def test_the_dry_run_writes_every_check_done_or_skipped_with_a_reason(tmp_path):
     assert by["max_batch"]["figures"]["table"][0]["backend"] == "eager"
     assert by["aa"]["figures"]["rows"][1]["label"] == "eager (A/A)"
     assert by["reduce_overhead"]["reason"] == "CUDA graphs need a CUDA device"
-    assert "--quick" in by["tune_compile"]["reason"]
+    assert "--quick" in by["tune_compile"]["reason"] and "--quick" in by["time_to_quality"]["reason"]
     md = (out / "gpu.md").read_text()
     for text in ("date:", "driver", "CUDA", "torch ", "transformers ", "command: `", "--device cpu --quick",
                  "| 7. tune_compile | skipped |"):

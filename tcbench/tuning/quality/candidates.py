@@ -118,6 +118,9 @@ def default_candidates(spec: JobSpec, o: Any, observer: Observer | None, stop: t
     out.prediction = predict_lr(native, new_batch_size=b1, store=store, observer=observer, stop=stop,
                                 check_premise=o.check_premise)
     lr = out.prediction.lr
+    if not o.check_premise:
+        out.notes.append(f"the learning rate at B1 = {b1} was predicted from lr0 = {spec.lr:g} unchecked "
+                         "(check_premise=False)")
     out.candidates.append(Candidate(f"{COMPILED}@{b1}", spec.replace(backend=COMPILED, batch_size=b1, lr=lr)))
     if o.retune and not (stop is not None and stop.is_set()):
         out.retune = retune_lr(native, b1, store=store, observer=observer, stop=stop, check_premise=o.check_premise)

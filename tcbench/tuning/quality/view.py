@@ -120,8 +120,7 @@ def describe(result: Any) -> str:
                      f"seed); samples: {samples}{', ' + row.note if row.note else ''}")
     lines.append(f"cost: {result.price_basis}")
     premise = result.premise
-    lines.append(f"lr premise: {premise.verdict}" if premise is not None else
-                 "lr premise: not checked (no learning rate was predicted)")
+    lines.append(f"lr premise: {premise.verdict}" if premise is not None else "lr premise: not checked")
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 
