@@ -279,6 +279,12 @@ def _add_time_to_quality(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=cmd_time_to_quality)
 
 
+def _premise_flag(p: argparse.ArgumentParser) -> None:
+    """``--check-premise``, for the commands that predict or retune from ``--lr``."""
+    p.add_argument("--check-premise", action="store_true", help="check --lr at --batch-size first (tcbench check-lr: "
+                   "9-15 jobs) and start from its re-centred rate when it is off")
+
+
 def _target_args(p: argparse.ArgumentParser) -> None:
     """The new batch: a global batch size, or a process count at the same per-process batch (one of them)."""
     g = p.add_mutually_exclusive_group(required=True)
@@ -349,8 +355,7 @@ def _add_retune_lr(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--trials-table", action="store_true", help="also print every trial")
     p.add_argument("--workers", type=whole_number, default=1,
                    help="worker processes on the study (more than 1 needs a PostgreSQL --storage)")
-    p.add_argument("--check-premise", action="store_true", help="check --lr at --batch-size first (tcbench check-lr: "
-                   "9-15 jobs) and start from its re-centred rate when it is off")
+    _premise_flag(p)
     p.set_defaults(func=cmd_retune_lr)
 
 
@@ -412,8 +417,7 @@ def _add_lr_tools(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"],
                    help="adam: the surge form (tcbench trains with AdamW); sgd: McCandlish's form")
     p.add_argument("--micro-batches", type=int, default=2, help="for the noise-scale job when none is stored")
-    p.add_argument("--check-premise", action="store_true", help="check --lr at --batch-size first (tcbench check-lr: "
-                   "9-15 jobs) and start from its re-centred rate when it is off")
+    _premise_flag(p)
     p.set_defaults(func=cmd_predict_lr)
 
 
