@@ -78,6 +78,7 @@ TORCH_AT_TOP = ("tcbench.job",)
 # the clients, tcbench/cli and widgets/ (tcbench.widgets), import the public face and these modules only
 CLIENT_IMPORTS = (
     "tcbench.comparison", "tcbench.core.errors", "tcbench.core.events", "tcbench.core.spec", "tcbench.host.doctor",
+    "tcbench.host.paths",
     "tcbench.job.backends", "tcbench.job.diagnostics", "tcbench.parallel.projection", "tcbench.parallel.scaling",
     "tcbench.store.api", "tcbench.store.postgres", "tcbench.tuning.batch.search", "tcbench.tuning.compile_search.search",
     "tcbench.tuning.compile_search.space", "tcbench.tuning.dashboard", "tcbench.tuning.lr.noise",

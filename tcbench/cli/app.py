@@ -49,7 +49,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
 
     others = _compared(backend_list(a.backends))
     check_compiler_options(a, others)
-    check_writable(("--report", a.report), ("--json", a.json))
+    check_writable(("--report", a.report), ("--json", a.json), force=a.force)
     with Progress(rounds=0 if a.rounds is None or a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare(job_spec(a, "eager"), backends=others, rounds=a.rounds, resolve=a.resolve,
                          budget_s=a.budget_s, max_rounds=a.max_rounds, observer=progress)
@@ -60,7 +60,7 @@ def cmd_compare_script(a: argparse.Namespace) -> int:
     import tcbench as tc
 
     others = _compared(backend_list(a.backends))
-    check_writable(("--report", a.report), ("--json", a.json))
+    check_writable(("--report", a.report), ("--json", a.json), force=a.force)
     fields = {**job_fields_of(a), **({"model": a.name} if a.name else {})}
     with Progress(rounds=0 if a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare_script(a.script, a.script_args, backends=others, rounds=a.rounds, observer=progress,

@@ -18,7 +18,7 @@ import pandas as pd
 
 from tcbench.core.spec import BACKENDS, CACHE_MODES, COMPILE_SCOPES, INDUCTOR_MODES, PADDINGS, PRECISIONS, JobSpec
 from tcbench.job.backends import backend_class
-from tcbench.store.api import default_path
+from tcbench.host.paths import check_output
 
 # the JobSpec fields a command never takes as an option: the backend is the command's own, the rest are API-only
 NOT_OPTIONS = ("backend", "memory_budget_gb", "eval_batches", "eval_every", "stop_at_loss", "script", "script_args",
@@ -189,7 +189,11 @@ def option_words_of(a: argparse.Namespace) -> dict[str, str]:
 
 
 def add_report_options(p: argparse.ArgumentParser, title: str = OUTPUT) -> None:
-    """``--cdn`` / ``--self-contained``: where the HTML report's plotly.js comes from (``plotlyjs_of``)."""
+    """``--cdn`` / ``--self-contained``: where the HTML report's plotly.js comes from (``plotlyjs_of``); ``--force``:
+    an output file may replace an existing file that tcbench did not write."""
+    group(p, title).add_argument("--force", action="store_true",
+                                 help="replace an output file that exists and was not written by tcbench (default: "
+                                      "refused; a report or export tcbench wrote is replaced without it)")
     g = group(p, title).add_mutually_exclusive_group()
     g.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (a small file that needs the "
                                                       "internet to draw; default: plotly.min.js written beside it)")
@@ -202,13 +206,13 @@ def plotlyjs_of(a: argparse.Namespace) -> str:
     return "cdn" if a.cdn else "inline" if a.self_contained else "directory"
 
 
-def check_writable(*outputs: tuple[str, str | None]) -> None:
+def check_writable(*outputs: tuple[str, str | None], force: bool = False) -> None:
     """Fail before a long run, not after it: each ``(flag, path)`` given must name a file tcbench can write (its
     folder exists and is a folder, it is not a folder itself, the folder takes a new file or the file takes writing),
-    no two flags may name the same file (the second would overwrite the first) and none may name the store."""
-
-    store = default_path()
-    seen: dict[Path, str] = {store.resolve(): "the store (TCBENCH_DB)"} if isinstance(store, Path) else {}
+    no two flags may name the same file (the second would overwrite the first), none may name the store or another
+    SQLite database however it is written, and none an existing file tcbench did not write unless ``force``
+    (``--force``; ``tcbench.host.paths.check_output``, which the API's writers share)."""
+    seen: dict[Path, str] = {}
     for flag, path in outputs:
         if path is None:
             continue
@@ -226,6 +230,7 @@ def check_writable(*outputs: tuple[str, str | None]) -> None:
         if key in seen:
             raise ValueError(f"{flag} {path}: cannot write it ({seen[key]} names the same file; give each its own)")
         seen[key] = flag
+        check_output(p, flag, force=force)
         why = _unwritable(p)
         if why:
             raise ValueError(f"{flag} {path}: cannot write it ({why})")

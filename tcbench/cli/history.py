@@ -133,7 +133,7 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    check_writable(("--out", a.out))
+    check_writable(("--out", a.out), force=a.force)
     write_file(a.out, "--out", report=_quality(a.comparison_id) or _load(a.comparison_id), plotlyjs=plotlyjs_of(a))
     print(f"report written to {a.out}")
     return 0

@@ -222,7 +222,7 @@ def cmd_time_to_quality(a: argparse.Namespace) -> int:
 
     from tcbench.cli.progress import Progress
 
-    check_writable(("--report", a.report))
+    check_writable(("--report", a.report), force=a.force)
     opts = tc.QualityOptions(seeds=a.seeds, target_loss=a.target_loss, eval_batches=a.eval_batches,
                              eval_every_samples=a.eval_every_samples, budget=a.budget, big_batch=a.big_batch,
                              max_batch=a.max_batch, retune=a.retune, check_premise=not a.no_premise_check,

@@ -17,6 +17,7 @@ import pandas as pd
 from tcbench.comparison.rounds import DEFAULT_RESOLVE, DEFAULT_ROUNDS
 from tcbench.core.results import JobResult, SummaryRow, compile_cache_text, compile_phases_text, standing_for
 from tcbench.core.spec import BACKENDS, JobSpec
+from tcbench.host.paths import check_output
 from tcbench.measure.interval import RoundsRule, log_ratios, ratio_interval, resolution, value_interval
 from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
                                      warnings_for)
@@ -260,6 +261,8 @@ class Comparison:
         needs the network to view) or "inline" (self-contained, about 5 MB). Any other value is a ValueError."""
         from pathlib import Path
 
+        if path:
+            check_output(path, "path")   # never over the store, a SQLite file, or into a missing folder
         html = comparison_html(self, profile=profile, plotlyjs=plotlyjs)
         if path:
             with open(path, "w", encoding="utf-8") as f:

@@ -39,7 +39,7 @@ import pandas as pd
 from tcbench.core.extras import JobExtras
 from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, sql_type
 from tcbench.core.spec import JobSpec
-from tcbench.host.paths import home, private_dir
+from tcbench.host.paths import home, is_url as _is_url, private_dir, sqlite_file_text, store_location  # noqa: F401 (home: re-exported)
 from tcbench.host.processes import end_leftovers, pid_alive
 from tcbench.store.base import Database, StoreError, StoreMissing, StoreUnreachable  # noqa: F401 (StoreMissing: re-exported)
 from tcbench.store.postgres import Postgres, mask
@@ -133,14 +133,7 @@ class StoredRun:
 
 def default_path() -> Path | str:
     """``$TCBENCH_DB`` (a path, or a database URL as it is), else the file under ``home()``."""
-    db = os.environ.get("TCBENCH_DB")
-    if db and _is_url(db):
-        return db
-    return Path(db or home() / "tcbench.db").expanduser().resolve()
-
-
-def _is_url(text: str) -> bool:
-    return "://" in text and text.split("://", 1)[0].replace("+", "").isalnum()
+    return store_location()
 
 
 def database(location: str | os.PathLike | None, create: bool = True) -> Database:
@@ -153,8 +146,7 @@ def database(location: str | os.PathLike | None, create: bool = True) -> Databas
         if scheme in ("postgresql", "postgres"):
             return Postgres(text)
         if scheme == "sqlite":
-            return SQLite(text[len("sqlite:///"):] if text.startswith("sqlite:///") else text[len("sqlite://"):],
-                          create)
+            return SQLite(sqlite_file_text(text), create)
         raise StoreError(f"TCBENCH_DB={mask(text)!r} is not a store tcbench can use; allowed: a file path, "
                          "sqlite:///path or postgresql://user:password@host:port/database")
     return SQLite(location, create)

@@ -22,6 +22,7 @@ from tcbench.view import plots
 from tcbench.view.format import (MISSING, REPORT_COLUMNS, bottom_line, fmt_number, fmt_percent, fmt_usd, fmt_yes_no,
                                  html_kind, html_note, html_text, is_missing, memory_text, verdict_reason)
 from tcbench.host.env import describe
+from tcbench.host.paths import GENERATOR_META
 from tcbench.job.diagnostics import top
 
 __all__ = ["summary_table_html", "findings_html", "diagnostics_html", "comparison_html", "write_plotlyjs"]
@@ -285,7 +286,8 @@ def comparison_html(cmp: Any, profile: str | None = None, plotlyjs: str = "direc
     check_plotlyjs(plotlyjs)
     summary = cmp.summary()
     s = cmp.spec
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>tcbench comparison {cmp.comparison_id}</title>
+    return f"""<!doctype html><html><head><meta charset="utf-8">{GENERATOR_META}
+<title>tcbench comparison {cmp.comparison_id}</title>
 <style>{_PAGE_CSS}</style>{_STYLE}</head><body>
 <h1>tcbench: {html.escape(s.model)} ({html.escape(s.size)}) — native vs compiled</h1>
 {_when_html(cmp)}

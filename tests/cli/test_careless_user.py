@@ -111,6 +111,21 @@ CASES = [
     ("db-folder-typo", ["compare"], "nowhere", "does not exist", "{tmp}/nowhere/x.db"),
     ("db-folder-typo-run", ["run"], "nowhere", "check TCBENCH_DB for a typo", "{tmp}/nowhere/x.db"),
     ("db-under-a-file", ["compare"], "file.db", "is a file, not a folder", "{tmp}/file.db/x.db"),
+    # 3b. an output file over the store (however TCBENCH_DB names it), over another database, or over a user's file
+    ("report-over-the-store", ["report", "1", "--out", "{db}"], "--out", "that is the store"),
+    ("report-over-the-store-by-url", ["report", "1", "--out", "{db}"], "--out", "that is the store",
+     "sqlite:///{db}"),
+    ("report-over-the-store-wal", ["report", "1", "--out", "{db}-wal"], "--out", "that is the store"),
+    ("report-over-their-database", ["report", "1", "--out", "{tmp}/theirs.db"], "--out", "is a SQLite database"),
+    ("report-over-their-notes", ["report", "1", "--out", "{tmp}/notes.db"], "--out", "--force to replace it"),
+    ("compare-report-over-the-store", ["compare", "--report", "{db}"], "--report", "that is the store"),
+    ("compare-json-over-the-store", ["compare", "--json", "{db}"], "--json", "that is the store", "sqlite:///{db}"),
+    ("compare-json-over-their-notes", ["compare", "--json", "{tmp}/notes.db"], "--json", "--force to replace it"),
+    ("script-report-over-the-store", ["compare-script", EXAMPLE, "--report", "{db}"], "--report", "that is the store"),
+    ("quality-report-over-the-store", ["time-to-quality", "--report", "{db}"], "--report", "that is the store",
+     "sqlite:///{db}"),
+    ("quality-report-over-their-database", ["time-to-quality", "--report", "{tmp}/theirs.db"], "--report",
+     "is a SQLite database"),
     # 4. messages that mislead
     ("dashboard-mysql", ["dashboard", "--storage", "mysql://u@127.0.0.1:1/db"], "--storage",
      "the URL of a database that holds studies"),
@@ -139,8 +154,8 @@ def test_a_careless_input_is_refused_before_anything_runs_and_damages_nothing(ca
     con = sqlite3.connect(tmp_path / "theirs.db")
     con.executescript(THEIR_SCHEMA)
     con.close()
-    db = Path(_fill(env[0], tmp_path, ours)) if env else ours
-    monkeypatch.setenv("TCBENCH_DB", str(db))
+    db = _fill(env[0], tmp_path, ours) if env else str(ours)   # a URL stays as it is written
+    monkeypatch.setenv("TCBENCH_DB", db)
     before = _snapshot(tmp_path, {ours})
     assert main([_fill(a, tmp_path, ours) for a in argv]) == 2
     cap = capsys.readouterr()
@@ -188,6 +203,46 @@ def test_the_api_entries_refuse_the_same_before_anything_runs(tmp_path, no_proce
         with pytest.raises(StoreError, match="is not a tcbench store"):
             Store(tmp_path / "theirs.db", **how)
     assert (tmp_path / "theirs.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("named", ["path", "sqlite:///path", "sqlite+pysqlite:///path"])
+def test_no_writer_of_a_report_writes_over_the_store(named, tmp_path, monkeypatch):
+    """A report written from the API, to the path of the store however TCBENCH_DB names it (or of any SQLite file),
+    is refused before anything is written: the store keeps its runs byte for byte."""
+    import tcbench as tc
+    from tcbench.tuning.quality import view as quality_view
+
+    db = tmp_path / "s.db"
+    monkeypatch.setenv("TCBENCH_DB", named.replace("path", str(db)))
+    store = Store()
+    assert Path(store.path).resolve() == db.resolve()
+    other = tmp_path / "other.db"
+    Store(other)
+    before = {p: p.read_bytes() for p in (db, other)}
+    cmp = tc.Comparison(spec=tc.JobSpec(), backends=["eager", "inductor"], rounds=1, kind="compare")
+    for path, text in ((db, "that is the store"), (other, "is a SQLite database")):
+        for write in (lambda: cmp.to_html(str(path)), lambda: quality_view.to_html(object(), path)):
+            with pytest.raises(ValueError, match=text):
+                write()
+    with pytest.raises(ValueError, match="does not exist"):
+        cmp.to_html(str(tmp_path / "missing" / "r.html"))
+    assert {p: p.read_bytes() for p in (db, other)} == before
+    assert not (tmp_path / "plotly.min.js").exists()
+
+
+def test_a_report_tcbench_wrote_is_replaced_and_a_users_file_only_with_force(tmp_path, monkeypatch, capsys):
+    """Rerunning ``report --out r.html`` replaces the report it wrote; a file of the user's needs ``--force``."""
+    from tcbench.cli.common import check_writable
+    from tcbench.host.paths import GENERATOR_META
+
+    ours, theirs = tmp_path / "r.html", tmp_path / "notes.txt"
+    ours.write_text(f"<!doctype html><html><head>{GENERATOR_META}</head></html>")
+    theirs.write_text("my notes")
+    check_writable(("--out", str(ours)))
+    with pytest.raises(ValueError, match="--out .*notes.txt: the file exists and tcbench did not write it"):
+        check_writable(("--out", str(theirs)))
+    check_writable(("--out", str(theirs)), force=True)
+    assert theirs.read_text() == "my notes"   # checking writes nothing
 
 
 def test_a_narrowed_compile_space_starts_inside_itself():

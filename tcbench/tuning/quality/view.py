@@ -17,7 +17,8 @@ from plotly.subplots import make_subplots
 
 from tcbench.view.format import fmt_number
 from tcbench.view.plots import LAYOUT
-from tcbench.view.report import check_plotlyjs
+from tcbench.host.paths import GENERATOR_META, check_output
+from tcbench.view.report import check_plotlyjs, write_plotlyjs
 
 SHOWN = ["candidate", "backend", "batch_size", "lr", "time_to_target_s", "time_low", "time_high", "usd_to_target",
          "samples_to_target", "speedup", "speedup_low", "speedup_high", "samples_ratio", "samples_ratio_low",
@@ -152,14 +153,16 @@ def table_html(table: pd.DataFrame) -> str:
 def to_html(result: Any, path: str | Path, plotlyjs: str = "directory") -> Path:
     """The study as one HTML page: the summary, the table, the curves and the bars."""
     first = {"directory": "directory", "cdn": "cdn", "inline": True}[check_plotlyjs(plotlyjs)]
+    target = check_output(path, "path")   # never over the store, a SQLite file, or into a missing folder
     figs = [plot_curves(result), plot_bars(result)]
     divs = "".join(f"<div>{f.to_html(full_html=False, include_plotlyjs=first if i == 0 else False)}</div>"
                    for i, f in enumerate(figs))
     summary = "".join(f"<p>{html.escape(line)}</p>" for line in describe(result).splitlines())
     spec = result.reference.spec
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>tcbench time to quality "
+    page = (f"<!doctype html><html><head><meta charset='utf-8'>{GENERATOR_META}<title>tcbench time to quality "
             f"{result.comparison_id or ''}</title></head><body><h1>Time to quality: {html.escape(spec.model)} "
             f"{html.escape(spec.size)}</h1>{summary}{table_html(result.table())}{divs}</body></html>")
-    target = Path(path).expanduser()
     target.write_text(page, encoding="utf-8")
+    if first == "directory":   # the page loads plotly.min.js from beside it, as a comparison's report does
+        write_plotlyjs(target.resolve().parent)
     return target
