@@ -26,6 +26,10 @@ def test_an_inductor_job_reports_its_compile_phases_and_the_second_finds_them_ca
         assert sum(phases) >= 0.5 * r.compile_latency_s, (phases, r.compile_latency_s)   # most of the latency
         assert r.aot_cache_hits + r.aot_cache_misses >= 1 and r.fx_cache_hits + r.fx_cache_misses >= 1
     assert second.aot_cache_hits >= 1 and second.aot_cache_misses == 0   # the first job filled the caches
+    # Inductor's vector-ISA check (a C++ build per ISA, seconds) was answered from the first job's record, also for
+    # the compile artifacts' key, which lists the ISAs before the first step
+    log = (Path(second.artifacts) / "worker.log").read_text()
+    assert "vector ISA check replayed" in log, [line for line in log.splitlines() if "ISA" in line]
 
 
 def test_an_eager_job_compiles_nothing(store):
