@@ -9,11 +9,14 @@ measured on this machine priced at an instance's rate is *not* that instance's c
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 
 from tcbench.core.profiles import Profile, profile as _profile
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 COST_COLUMNS = ("usd_per_1k_steps", "usd_per_epoch", "usd_per_1m_tokens", "hours_per_1k_steps",
                 "hours_per_epoch", "price_per_hour", "profile", "basis")
@@ -97,6 +100,8 @@ def cost_table(rows: list[dict] | pd.DataFrame, profile: Profile | str, dataset_
     price cancels, so it is defined for this-machine too). A row without a measured samples_s
     (a failed job) gets None costs; a non-positive one is an error.
     """
+    import pandas as pd
+
     frame = pd.DataFrame(rows).reset_index(drop=True)
     missing = [c for c in _ROW_COLUMNS if c not in frame.columns]
     if missing:

@@ -5,9 +5,8 @@ history). ``tcbench.view.format`` re-exports them beside everything else the CLI
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
-
-import pandas as pd
 
 MISSING = "–"   # a value that does not exist, everywhere
 
@@ -20,7 +19,7 @@ def is_missing(value: Any) -> bool:
     if isinstance(value, (str, list, tuple, dict)):
         return False
     try:
-        return bool(pd.isna(value))
+        return _isna(value)
     except (TypeError, ValueError):
         return False
 
@@ -30,9 +29,18 @@ def is_null(value: Any) -> bool:
     if value is None:
         return True
     try:
-        return bool(pd.isna(value))
+        return _isna(value)
     except (TypeError, ValueError):
         return False
+
+
+def _isna(value: Any) -> bool:
+    """pandas' ``isna`` where pandas is loaded (only then can a value be ``pd.NA`` or ``NaT``); else NaN by ``math``
+    (a job's process formats numbers without importing pandas)."""
+    pd = sys.modules.get("pandas")
+    if pd is not None:
+        return bool(pd.isna(value))
+    return math.isnan(value)
 
 
 # -- ratios ----------------------------------------------------------------------------------------------------

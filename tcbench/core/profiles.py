@@ -21,9 +21,11 @@ import subprocess
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 LOCAL = "this-machine"
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
@@ -392,6 +394,8 @@ def profiles(sources: bool = False) -> pd.DataFrame:
 
     ``sources=True``: one row per (profile, figure) with its value, where it comes from and when it was written
     (a price carries its own date; this machine's figures are read now)."""
+    import pandas as pd
+
     if sources:
         return pd.DataFrame([row for p in _all() for row in _source_rows(p)])
     return pd.DataFrame([_row(p) for p in _all()])

@@ -14,12 +14,14 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-import pandas as pd
 
 from tcbench.core.extras import CompilePhases, JobExtras
 from tcbench.core.spec import JobSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,8 @@ class JobResult:
 
     def steps(self) -> pd.DataFrame:
         """Every recorded step of this job as a DataFrame."""
+        import pandas as pd   # here, not at the top: a job's process imports this module and never needs pandas
+
         cols = [f.name for f in dataclasses.fields(StepRecord)]
         df = pd.DataFrame([r.to_dict() for r in self.records], columns=cols)
         df.insert(0, "backend", self.name)

@@ -24,9 +24,11 @@ import os
 import re
 import time
 from collections import Counter
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 KINDS = ("graph break", "recompile", "fallback", "host transfer")
 _MAX_ENTRIES = 40
@@ -427,6 +429,8 @@ TABLE_COLUMNS = ["backend", "round", "run_id", "kind", "where", "why", "count", 
 def table(x: Any) -> pd.DataFrame:
     """Every finding of a Comparison, a JobResult or a list of JobResults: one row per (job, kind, place,
     reason) with ``where`` ("file:line function"), ``why``, ``count`` and ``advice``."""
+    import pandas as pd   # not at the top: the job\'s process imports this module
+
     results: Iterable[Any] = getattr(x, "results", None) or ([x] if hasattr(x, "extra") else list(x))
     rows = [{"backend": r.name, "round": r.round, "run_id": r.run_id, **entry, "where": where_text(entry)}
             for r in results for entry in r.extra.diagnostics.get("entries", [])]
