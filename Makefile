@@ -8,10 +8,9 @@ export TRANSFORMERS_OFFLINE := 1
 # test runs share compile caches (Inductor, XLA) across tests and across runs
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
 PYTEST_ARGS ?= --durations=25
-# TEST_WORKERS=2: two pytest workers (xdist, a file per worker, each its own store): 42 min then, against ~55 for one
-# (one process now: 1234 tests in 58 min from a fresh clone, cold caches, measured 2026-11-26; setup 5 min more),
-# but a second worker's jobs disturb the timing tests beside them (an A/A comparison once came out "slower"), so the
-# default stays one process
+# TEST_WORKERS=2: the integration tests in two pytest workers too (xdist, a file per worker, each its own store): 42
+# min then against ~55 for one (2026-11-26), but a second worker's jobs disturb the timing tests beside them (an A/A
+# comparison once came out "slower"), so they stay in one process by default; the unit tests always use both cores
 TEST_WORKERS ?= 1
 XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
@@ -72,12 +71,18 @@ dist: setup
 demo: setup
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html
 
+# the unit tests on both cores (pytest-xdist: each worker its own store; they run no job and assert no timing), then
+# the tests that run real jobs, notebooks and browsers (one process unless TEST_WORKERS: their jobs would disturb the
+# measurements beside them)
+UNIT := -m "not integration and not browser and not notebook"
 test: setup browser postgres
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(PYTEST_ARGS)
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(UNIT) $(PYTEST_ARGS)
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "integration or browser or notebook" \
+		$(PYTEST_ARGS)
 
-# unit tests only (no real training jobs, no browser)
+# unit tests only (no real training jobs, no browser), on both cores
 test-fast: setup
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m "not integration and not browser and not notebook"
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(UNIT)
 
 # the newest torch and transformers (.venv-latest, no torch_xla: its tests skip, saying why), on compile caches of its
 # own: the unit tests of the packages that touch torch, then one integration test each of what moves between torch
