@@ -21,7 +21,7 @@ if TYPE_CHECKING:   # what the names below are, for readers and type checkers; a
     from tcbench.view import report
     from tcbench.core import events
     from tcbench.core.catalog import MODELS, SIZES, models_table  # noqa: F401 (models_table: an attribute)
-    from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, Comparison, NoiseFloor,
+    from tcbench.comparison import (DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, PAIRINGS, Comparison, NoiseFloor,
                                     StoredNoiseFloor, compare, compare_configs, compare_script, latest_noise_floor,
                                     load_comparison, noise_floor)
     from tcbench.core.cost import cost, cost_table, savings_pct
@@ -61,6 +61,7 @@ _LAZY: dict[str, tuple[str, str]] = {   # public name: (module, its name there),
     "DEFAULT_BUDGET_S": ("tcbench.comparison", "DEFAULT_BUDGET_S"),
     "DEFAULT_RESOLVE": ("tcbench.comparison", "DEFAULT_RESOLVE"),
     "DEFAULT_ROUNDS": ("tcbench.comparison", "DEFAULT_ROUNDS"),
+    "PAIRINGS": ("tcbench.comparison", "PAIRINGS"),
     "Comparison": ("tcbench.comparison", "Comparison"),
     "NoiseFloor": ("tcbench.comparison", "NoiseFloor"),
     "StoredNoiseFloor": ("tcbench.comparison", "StoredNoiseFloor"),
@@ -203,7 +204,8 @@ __all__ = [
     # run and compare: a job, its spec and result, a comparison and its noise floor
     "JobSpec", "SpecError", "preflight", "run", "events", "JobResult", "JobFigures", "JobExtras", "StepRecord",
     "compare", "compare_configs", "compare_script", "Comparison", "NoiseFloor", "noise_floor", "latest_noise_floor",
-    "StoredNoiseFloor", "load_comparison", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS", "VERDICT_KINDS",
+    "StoredNoiseFloor", "load_comparison", "PAIRINGS", "DEFAULT_RESOLVE", "DEFAULT_BUDGET_S", "DEFAULT_ROUNDS",
+    "VERDICT_KINDS",
     "break_even_steps",
     # your own training script, measured
     "track", "compile_for_backend", "device", "StopTraining",

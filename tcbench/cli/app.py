@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from tcbench.comparison import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, MAX_ROUNDS
+from tcbench.comparison import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, MAX_ROUNDS, PAIRINGS
 from tcbench.view.format import fmt_ratio, fmt_ratio_range
 from tcbench.cli import history, parallel, premise, tuning
 from tcbench.cli.common import (MEASUREMENT, MULTI_NODE, OUTPUT, Formatter, add_job_options, add_report_options,
@@ -52,7 +52,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     check_writable(("--report", a.report), ("--json", a.json), force=a.force)
     with Progress(rounds=0 if a.rounds is None or a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare(job_spec(a, "eager"), backends=others, rounds=a.rounds, resolve=a.resolve,
-                         budget_s=a.budget_s, max_rounds=a.max_rounds, observer=progress)
+                         budget_s=a.budget_s, max_rounds=a.max_rounds, observer=progress, pairing=a.pairing)
     return _show_comparison(a, cmp)
 
 
@@ -98,7 +98,7 @@ def cmd_noise_floor(a: argparse.Namespace) -> int:
 
     check_compiler_options(a, [a.backend])
     with Progress(rounds=a.rounds) as progress:
-        nf = tc.noise_floor(job_spec(a, a.backend), rounds=a.rounds, observer=progress)
+        nf = tc.noise_floor(job_spec(a, a.backend), rounds=a.rounds, observer=progress, pairing=a.pairing)
     print_comparison(nf.comparison)
     print(noise_floor_line(nf))
     return 0 if all(r.ok for r in nf.comparison.results) else 1
@@ -137,6 +137,14 @@ def _add_round_options(p: argparse.ArgumentParser, adaptive: bool) -> None:
                         f"{budget})")
 
 
+def _add_pairing(p: argparse.ArgumentParser) -> None:
+    group(p, MEASUREMENT).add_argument(
+        "--pairing", default="sequential", choices=PAIRINGS,
+        help="sequential: a round's jobs one after the other; lockstep: together, taking turns of 5 measured steps "
+             "on the same CPUs once each has compiled, so the machine's speed of the moment is common to both "
+             "(default: sequential)")
+
+
 def _add_outputs(p: argparse.ArgumentParser) -> None:
     g = group(p, OUTPUT)
     g.add_argument("--report", help="write the HTML report here, plotly.min.js beside it (default: no report; "
@@ -159,6 +167,7 @@ def _add_compare(sub: "argparse._SubParsersAction") -> None:
     _add_round_options(p, adaptive=True)
     group(p, MEASUREMENT).add_argument("--max-rounds", type=int, default=MAX_ROUNDS,
                                        help="adaptive rounds stop here at the latest")
+    _add_pairing(p)
     _add_outputs(p)
     p.set_defaults(func=cmd_compare)
 
@@ -192,6 +201,7 @@ def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
     add_job_options(p, leave_out=MULTI_NODE)
     group(p, MEASUREMENT).add_argument("--backend", default="eager", choices=BACKENDS, help="the job's backend")
     group(p, MEASUREMENT).add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="alternating rounds")
+    _add_pairing(p)
     p.set_defaults(func=cmd_noise_floor)
     p = command(sub, "run", "run one job and print its figures", "tcbench run --backend inductor --steps 60",
                 "The run is stored: tcbench runs lists it, tcbench steps RUN_ID prints its steps.")

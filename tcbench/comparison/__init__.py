@@ -9,9 +9,9 @@ store, and what earlier comparisons say). Every name other modules use is re-exp
 
 from tcbench.comparison.result import Comparison, NoiseFloor, median_of
 from tcbench.comparison.rounds import DEFAULT_BUDGET_S, DEFAULT_RESOLVE, DEFAULT_ROUNDS, MAX_ROUNDS, rounds_rule
-from tcbench.comparison.running import compare, compare_configs, compare_script, noise_floor
+from tcbench.comparison.running import PAIRINGS, compare, compare_configs, compare_script, noise_floor
 from tcbench.comparison.stored import StoredNoiseFloor, earlier_spreads, latest_noise_floor, load_comparison
 
 __all__ = ["Comparison", "NoiseFloor", "median_of", "DEFAULT_BUDGET_S", "DEFAULT_RESOLVE", "DEFAULT_ROUNDS",
-           "MAX_ROUNDS", "rounds_rule", "compare", "compare_configs", "compare_script", "noise_floor",
+           "MAX_ROUNDS", "PAIRINGS", "rounds_rule", "compare", "compare_configs", "compare_script", "noise_floor",
            "earlier_spreads", "latest_noise_floor", "StoredNoiseFloor", "load_comparison"]

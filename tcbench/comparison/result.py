@@ -38,7 +38,8 @@ class Comparison:
     ``backends`` holds the job labels in order: the native backend first, then each compared backend
     (an A/A twin of the native one is labelled ``"<backend> (A/A)"``). Jobs are paired by round.
     ``rule``: the adaptive rounds' stopping rule (None: a fixed number of rounds); ``stop_reason`` says why the
-    rounds ended. ``between``: per compared label whose speedup moved between earlier comparisons of the same spec
+    rounds ended. ``pairing``: how a round's jobs share the machine (``PAIRINGS``). ``between``: per compared label
+    whose speedup moved between earlier comparisons of the same spec
     on this machine beyond their own rounds, that spread (τ in log units) and how many comparisons it comes from
     (``earlier_spreads``): a warning; the interval is this comparison's rounds alone.
     """
@@ -56,6 +57,9 @@ class Comparison:
     created: float | None = None   # when it started (seconds since the epoch)
     # a label that is not a backend's: the spec its jobs run (``compare_configs``: compiled configurations)
     variants: dict[str, JobSpec] = field(default_factory=dict)
+    # "sequential": a round's jobs one after the other; "lockstep": alive together, taking turns of a few measured
+    # steps on the same CPUs (``tcbench.runner.turns``)
+    pairing: str = "sequential"
 
     def spec_for(self, label: str) -> JobSpec:
         """The spec the jobs labelled ``label`` run: a variant's own, else the comparison's with its backend."""

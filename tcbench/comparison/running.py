@@ -22,14 +22,17 @@ from tcbench.measure.interval import RoundsRule
 from tcbench.runner.preflight import check as preflight
 from tcbench.core.events import Observer
 from tcbench.runner.process import run
-from tcbench.runner.session import ComparisonSession, comparison_session
+from tcbench.runner.session import ComparisonSession, Either, comparison_session
+from tcbench.runner.turns import Turns
 from tcbench.store.api import Store
+
+PAIRINGS = ("sequential", "lockstep")
 
 
 def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int | None = None,
             observer: Observer | None = None, stop: threading.Event | None = None,
             store: Store | None = None, kind: str = "compare", resolve: float | None = None,
-            budget_s: float | None = None, max_rounds: int = MAX_ROUNDS) -> Comparison:
+            budget_s: float | None = None, max_rounds: int = MAX_ROUNDS, pairing: str = "sequential") -> Comparison:
     """Run ``spec`` natively and with each backend in ``backends``, in alternating rounds, until the answer is known.
 
     Rounds alternate the order (A B, then B A, ...) so a drift of the machine does not favour one side, and every
@@ -42,10 +45,16 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
       procedure: ``tcbench.measure.interval``). ``Comparison.stop_reason`` says why the rounds ended.
     - ``rounds=3`` alone: exactly 3 rounds.
 
+    ``pairing``: "sequential" (default) runs a round's jobs one after the other; "lockstep" starts them together and,
+    once each has compiled, lets them take turns of a few measured steps on the same CPUs, so that the machine's
+    speed of the moment is common to both sides of every turn (``tcbench.runner.turns``; CPU jobs of tcbench's
+    worker, one process each).
+
     ``spec.backend`` inside ``backends`` runs the job against itself (A/A, labelled ``"eager (A/A)"``); its interval
     excludes 1 in about 5 % of comparisons, as any 95 % interval does when nothing differs.
     """
     cmp = _prepared(spec, backends, rounds, kind, rounds_rule(rounds, resolve, budget_s, max_rounds))
+    cmp.pairing = _pairing(pairing, cmp)
     store = store or Store()
     cmp.between = earlier_spreads(store, cmp)
     with _session(cmp, store, stop) as session:
@@ -56,10 +65,10 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
 def compare_configs(native: JobSpec, variants: Mapping[str, JobSpec], rounds: int | None = None,
                     observer: Observer | None = None, stop: threading.Event | None = None, store: Store | None = None,
                     kind: str = "compare", resolve: float | None = None, budget_s: float | None = None,
-                    max_rounds: int = MAX_ROUNDS) -> Comparison:
+                    max_rounds: int = MAX_ROUNDS, pairing: str = "sequential") -> Comparison:
     """``compare`` for jobs that differ in more than their backend: ``native`` against each labelled spec of
     ``variants`` (``{"inductor: default": spec_a, "inductor: bf16": spec_b}``), in the same alternating rounds, with
-    the same rule, intervals and verdicts; each variant's jobs are stored under its label."""
+    the same rule, intervals and verdicts (and ``pairing``); each variant's jobs are stored under its label."""
     if not isinstance(native, JobSpec) or not variants or not all(isinstance(v, JobSpec) for v in variants.values()):
         raise TypeError("compare_configs takes a JobSpec and a non-empty mapping of labels to JobSpecs")
     rule = rounds_rule(rounds, resolve, budget_s, max_rounds)
@@ -73,6 +82,7 @@ def compare_configs(native: JobSpec, variants: Mapping[str, JobSpec], rounds: in
                              "not ending in ' (A/A)'")
     cmp = Comparison(spec=spec, backends=[spec.backend, *variants], rounds=rounds, kind=kind, rule=rule,
                      variants={label: preflight(v) for label, v in variants.items()})
+    cmp.pairing = _pairing(pairing, cmp)
     store = store or Store()
     cmp.between = earlier_spreads(store, cmp)
     with _session(cmp, store, stop) as session:
@@ -83,7 +93,7 @@ def compare_configs(native: JobSpec, variants: Mapping[str, JobSpec], rounds: in
 def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str] = ("inductor",),
                    rounds: int | None = DEFAULT_ROUNDS, observer: Observer | None = None,
                    stop: threading.Event | None = None, store: Store | None = None, resolve: float | None = None,
-                   budget_s: float | None = None, **spec_fields: Any) -> Comparison:
+                   budget_s: float | None = None, pairing: str = "sequential", **spec_fields: Any) -> Comparison:
     """Run ``python script *args`` natively (eager) and with each backend in ``backends``, ``rounds``
     alternating rounds, each job in its own process; the same ``Comparison`` as ``compare``. A script's rounds are
     fixed (3) unless ``resolve`` / ``budget_s`` ask for adaptive rounds as ``compare`` has them.
@@ -98,14 +108,17 @@ def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str
     if resolve is not None or budget_s is not None:
         rounds = None if rounds == DEFAULT_ROUNDS else rounds
     return compare(spec, backends=backends, rounds=rounds, observer=observer, stop=stop, store=store, resolve=resolve,
-                   budget_s=budget_s)
+                   budget_s=budget_s, pairing=pairing)
 
 
 def noise_floor(spec: JobSpec, rounds: int = DEFAULT_ROUNDS, observer: Observer | None = None,
-                stop: threading.Event | None = None, store: Store | None = None) -> NoiseFloor:
-    """Run ``spec`` against itself (A/A, ``rounds`` rounds) and report the smallest speedup resolvable now."""
+                stop: threading.Event | None = None, store: Store | None = None,
+                pairing: str = "sequential") -> NoiseFloor:
+    """Run ``spec`` against itself (A/A, ``rounds`` rounds) and report the smallest speedup resolvable now
+    (``pairing`` as in ``compare``)."""
     store = store or Store()
     cmp = _prepared(spec, [spec.backend], rounds, "noise-floor")
+    cmp.pairing = _pairing(pairing, cmp)
     with _session(cmp, store, stop) as session:
         _play(cmp, session, observer, store)
         row = cmp.row(cmp.backends[1])
@@ -137,10 +150,26 @@ def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int | None, kind: 
     return Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind, rule=rule)
 
 
+def _pairing(pairing: Any, cmp: Comparison) -> str:
+    """``pairing`` checked against the comparison's jobs, before anything is stored or started."""
+    if pairing not in PAIRINGS:
+        raise ValueError(f"pairing={pairing!r} is not allowed; allowed: {', '.join(map(repr, PAIRINGS))}")
+    if pairing == "lockstep":
+        for label in cmp.backends:
+            s = cmp.spec_for(label)
+            if s.script is not None or s.world_size > 1:
+                what = "a script" if s.script is not None else f"a data-parallel job (nproc={s.nproc})"
+                raise ValueError(f"pairing='lockstep' is not allowed for {what}: only tcbench's own worker, one "
+                                 "process per job, takes turns; allowed: pairing='sequential'")
+    return pairing
+
+
 def _session(cmp: Comparison, store: Store,
              stop: threading.Event | None) -> AbstractContextManager[ComparisonSession]:
     """The comparison's row: any error leaves it ``interrupted`` with the summary measured until then."""
     info = {} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule)}
+    if cmp.pairing != "sequential":
+        info["pairing"] = cmp.pairing
     return comparison_session(store, cmp.kind, cmp.spec, cmp.backends, cmp.rounds, info, stop,
                               error_status="interrupted")
 
@@ -153,7 +182,8 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
                                       **({} if cmp.rule is None else {"rule": dataclasses.asdict(cmp.rule),
                                                                       "stop_reason": cmp.stop_reason,
                                                                       "stop_kind": cmp.stop_kind}),
-                                      **({"between": cmp.between} if cmp.between else {})}
+                                      **({"between": cmp.between} if cmp.between else {}),
+                                      **({"pairing": cmp.pairing} if cmp.pairing != "sequential" else {})}
     labels, started = cmp.backends, time.monotonic()
     rnd = 0
     while not session.stopped:
@@ -162,7 +192,10 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
             cmp.stop_kind, cmp.stop_reason = kind, reason
             break
         draw = object()   # every round its own warm launcher: rounds never share a launcher's luck
-        for label in (labels if rnd % 2 == 0 else labels[::-1]):
+        order = labels if rnd % 2 == 0 else labels[::-1]
+        if cmp.pairing == "lockstep":
+            cmp.results.extend(_lockstep_round(cmp, order, rnd, observer, session, store, draw))
+        for label in order if cmp.pairing == "sequential" else ():
             if session.stopped:
                 break
             cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
@@ -173,6 +206,37 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
             cmp.rounds = session.rounds = rnd
     if session.stopped:
         cmp.stop_kind, cmp.stop_reason = "stopped", "stopped by the user"
+
+
+def _lockstep_round(cmp: Comparison, order: list[str], rnd: int, observer: Observer | None,
+                    session: ComparisonSession, store: Store, draw: object) -> list:
+    """One lock-step round: every job of ``order`` started at once, each waited on by a thread of its own, taking
+    turns in that order; their results in that order. An exception here (the caller's KeyboardInterrupt) stops
+    every job of the round, keeps what they measured and is raised again."""
+    turns = Turns([f"{label}#{rnd}" for label in order])
+    halt = Either(threading.Event(), session.stop)
+    results: dict[str, Any] = {}
+
+    def one(label: str) -> None:
+        spec = cmp.spec_for(label)
+        results[label] = run(spec, observer, halt, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
+                             label=label if label != spec.backend else "", draw=draw, turns=turns)
+
+    threads = [threading.Thread(target=one, args=(label,), daemon=True, name=f"tcbench-{label}#{rnd}")
+               for label in order]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.25)
+    except BaseException:
+        halt.set()
+        for t in threads:
+            t.join()
+        cmp.results.extend(results[label] for label in order if label in results)   # what they measured, kept
+        raise
+    return [results[label] for label in order if label in results]
 
 
 def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> tuple[str, str]:

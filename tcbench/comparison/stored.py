@@ -31,7 +31,7 @@ def load_comparison(comparison_id: int, store: Store | None = None) -> Compariso
     cmp = Comparison(spec=JobSpec.from_stored(row["spec_json"]), backends=store.comparison_labels(comparison_id),
                      rounds=int(row["rounds"]), comparison_id=int(comparison_id), kind=row["kind"] or "compare",
                      rule=rule, stop_reason=str(info.get("stop_reason") or ""),
-                     stop_kind=str(info.get("stop_kind") or ""),
+                     stop_kind=str(info.get("stop_kind") or ""), pairing=str(info.get("pairing") or "sequential"),
                      between={k: (float(v[0]), int(v[1])) for k, v in (info.get("between") or {}).items()},
                      created=None if row.get("created") is None else float(row["created"]))
     for _, r in store.comparison_runs(comparison_id).iterrows():

@@ -171,6 +171,7 @@ class JobExtras:
     # how the job was started and how far it got
     launcher: str = ""                 # "fork" (the warm launcher) or "spawn"
     launcher_pid: int | None = None    # the launcher that forked it: the rounds of a comparison never share one
+    turns: int = 0                     # lock-step rounds: the turns it took (blocks of measured steps)
     phase: str = ""                    # the last phase the job announced (the stall clock's words)
     compiler: CompilerSettings | None = None
     # the model and data, after loading

@@ -181,25 +181,74 @@ def steady_start(main_only: bool = False, cpus: tuple[int, ...] | None = None) -
     return time.perf_counter(), time.process_time(), wait, cpu_jiffies(), cpus_busy_s(cpus)
 
 
+TURNS_ENV = "TCBENCH_TURNS"   # "<fifo path>:<steps per turn>": the job runs in lock-step with others (runner.turns)
+
+
+class Turns:
+    """A lock-step job's turns (``tcbench.runner.turns``): before each block of ``block`` measured steps it says so
+    (a ``Turn`` message) and waits for one byte on the FIFO the runner writes to when it is this job's turn."""
+
+    def __init__(self, path: str, block: int) -> None:
+        self.fd = os.open(path, os.O_RDONLY)   # the runner holds it open for writing: no wait here
+        self.block = block
+
+    @classmethod
+    def from_env(cls) -> "Turns | None":
+        value = os.environ.get(TURNS_ENV)
+        if not value:
+            return None
+        path, _, block = value.rpartition(":")
+        return cls(path, int(block))
+
+    def starts_block(self, step: int, warmup: int) -> bool:
+        return step >= warmup and (step - warmup) % self.block == 0
+
+    def wait(self) -> None:
+        if not os.read(self.fd, 1):   # the runner closed its end: it gives no turns any more
+            raise RuntimeError("lock-step: the runner stopped giving this job turns")
+
+
+def steady_span(since: tuple, main_only: bool | None = False, cpus: tuple[int, ...] | None = None) -> tuple:
+    """What passed since ``since`` (``steady_start``): (wall, CPU, run-queue wait, (steal, all) machine jiffies,
+    busy seconds of ``cpus``); a part that cannot be read is None."""
+    now = steady_start(main_only, cpus)
+    wait = None if now[2] is None or since[2] is None else now[2] - since[2]
+    jiffies = None
+    if now[3] and since[3]:
+        jiffies = (now[3][0] - since[3][0], now[3][1] - since[3][1])
+    busy = None if now[4] is None or since[4] is None else now[4] - since[4]
+    return now[0] - since[0], now[1] - since[1], wait, jiffies, busy
+
+
+def add_spans(a: tuple | None, b: tuple) -> tuple:
+    """Two ``steady_span`` results summed (a part unknown in either is unknown)."""
+    if a is None:
+        return b
+    def plus(x: Any, y: Any) -> Any:
+        return None if x is None or y is None else x + y
+
+    jiffies = None if a[3] is None or b[3] is None else (a[3][0] + b[3][0], a[3][1] + b[3][1])
+    return a[0] + b[0], a[1] + b[1], plus(a[2], b[2]), jiffies, plus(a[4], b[4])
+
+
 def send_sched(chan: Channel, since: tuple | None, main_only: bool | None = False,
-               cpus: tuple[int, ...] | None = None) -> None:
-    """Over the steady steps since ``since`` (``steady_start``): wall, CPU and run-queue wait seconds (the parent
+               cpus: tuple[int, ...] | None = None, before: tuple | None = None) -> None:
+    """Over the steady steps since ``since`` (``steady_start``), plus the spans summed in ``before`` (a lock-step
+    job's earlier turns; its waits for a turn are in neither): wall, CPU and run-queue wait seconds (the parent
     derives the shares); ``main_only``: the wait is the main thread's (``sched_wait_s``), None: no wait at all;
     ``cpus``: the CPUs the steps were pinned to (``pin_cpus``), with the share of their time other processes used
     (their busy time minus this process's CPU time, over wall x CPUs)."""
-    if since is None:
+    if since is None and before is None:
         return
-    wall, cpu = time.perf_counter() - since[0], time.process_time() - since[1]
-    wait = None if main_only is None else sched_wait_s(main_only)
-    jiffies, busy = cpu_jiffies(), cpus_busy_s(cpus)
+    span = before if since is None else add_spans(before, steady_span(since, main_only, cpus))
+    wall, cpu, wait, jiffies, busy = span
     steal = others = None
-    if jiffies and since[3] and jiffies[1] > since[3][1]:
-        steal = (jiffies[0] - since[3][0]) / (jiffies[1] - since[3][1])
-    if busy is not None and since[4] is not None and wall > 0:
-        others = min(max((busy - since[4] - cpu) / (wall * len(cpus)), 0.0), 1.0)
-    chan.send(Sched(wall_s=wall, cpu_s=cpu, wait_s=None if wait is None or since[2] is None else wait - since[2],
-                    steal_share=steal, wait_main_only=bool(main_only),
-                    cpus=None if cpus is None else list(cpus), others_share=others))
+    if jiffies and jiffies[1] > 0:
+        steal = jiffies[0] / jiffies[1]
+    if busy is not None and cpus and wall > 0:
+        others = min(max((busy - cpu) / (wall * len(cpus)), 0.0), 1.0)
+    chan.send(Sched(wall_s=wall, cpu_s=cpu, wait_s=None if main_only is None else wait, steal_share=steal,
+                    wait_main_only=bool(main_only), cpus=None if cpus is None else list(cpus), others_share=others))
 
 
 def send_after_warmup(chan: Any, backend: Any, counters: dict) -> None:

@@ -144,6 +144,16 @@ class Sched(SchedTimes):
 
 
 @dataclass(frozen=True)
+class Turn:
+    """Lock-step rounds (``tcbench.runner.turns``): the job ended a block of measured steps at ``step`` (the next step
+    it will run); ``waits``: it now waits for its next turn (False: it has run its last step)."""
+
+    kind: ClassVar[str] = "turn"
+    step: int
+    waits: bool = True
+
+
+@dataclass(frozen=True)
 class End:
     """How the job ended (its one last message); ``rank``: sent by another rank of a data-parallel job."""
 
@@ -157,8 +167,9 @@ class End:
     rank: int | None = optional_field()
 
 
-Message = Union[Log, Phase, Compiler, Parallel, Meta, Step, Counters, CompileTimes, Eval, Sched, End]
-MESSAGES: tuple[type, ...] = (Log, Phase, Compiler, Parallel, Meta, Step, Counters, CompileTimes, Eval, Sched, End)
+Message = Union[Log, Phase, Compiler, Parallel, Meta, Step, Counters, CompileTimes, Eval, Sched, Turn, End]
+MESSAGES: tuple[type, ...] = (Log, Phase, Compiler, Parallel, Meta, Step, Counters, CompileTimes, Eval, Sched, Turn,
+                              End)
 KINDS: dict[str, type] = {cls.kind: cls for cls in MESSAGES}
 
 

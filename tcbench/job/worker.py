@@ -20,9 +20,9 @@ import traceback
 from tcbench.job.factory import batch_size_of, loss_of, seq_len_of
 from tcbench.core.spec import JobSpec, is_factory
 from tcbench.core.results import TRACE_DIR
-from tcbench.job.process_tools import (RssMeter, announce, classify, die_with_parent, finish, gpu_env, pin_cpus,
-                                       send_after_warmup, send_sched, steady_start)
-from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step
+from tcbench.job.process_tools import (RssMeter, Turns, add_spans, announce, classify, die_with_parent, finish, gpu_env,
+                                       pin_cpus, send_after_warmup, send_sched, steady_span, steady_start)
+from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step, Turn
 from tcbench.job.backends.base import dist_backend
 from tcbench.job.backends import get_backend
 from tcbench.job import data as _data, factory as _factory
@@ -198,6 +198,10 @@ def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: Rss
     # a rank's communication threads or a runtime's own (XLA) wait for a CPU by themselves: the main thread's wait
     main_only: bool | None = world > 1 or backend.runtime_threads
     cpus: tuple[int, ...] | None = None
+    # lock-step rounds: the measured steps in turns with the other jobs of the round, on the same CPUs; the scheduling
+    # figures sum this job's own turns (``spans``), never its waits for one
+    turns = Turns.from_env() if world == 1 and chan.reports else None
+    spans: tuple | None = None
     for step in range(spec.steps):
         if step == spec.warmup_steps:
             chan.send(Phase("measuring"))
@@ -206,6 +210,11 @@ def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: Rss
                 # a runtime's own threads share the pinned CPUs with the main thread, which then waits for its own
                 # process (XLA: 17 % of the time on a quiet machine): other processes' use of those CPUs says it
                 main_only = None
+            steady_from = steady_start(main_only=main_only, cpus=cpus)
+        if turns is not None and turns.starts_block(step, spec.warmup_steps):
+            spans = add_spans(spans, steady_span(steady_from, main_only, cpus))
+            chan.send(Turn(step=step))
+            turns.wait()
             steady_from = steady_start(main_only=main_only, cpus=cpus)
         batch = next(it)
         seq, samples = seq_len_of(batch), batch_size_of(batch)
@@ -238,7 +247,9 @@ def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: Rss
             chan.send(Log(f"[tcbench] reached the target loss {spec.stop_at_loss:g} after {step + 1} steps: "
                           "training ends here (stop_at_loss)"))
             break
-    send_sched(chan, steady_from, main_only=main_only, cpus=cpus)
+    if turns is not None:
+        chan.send(Turn(step=spec.steps, waits=False))   # the next job's turn: this one has no more steps
+    send_sched(chan, steady_from, main_only=main_only, cpus=cpus, before=spans)
     return True
 
 

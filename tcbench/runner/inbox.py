@@ -10,7 +10,7 @@ from tcbench.core.events import CompilerConfigured, JobEvent, LogLine, Observer,
 from tcbench.core.extras import EvalPoint, RankEnd
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.job.protocol import (CompileTimes, Compiler, Counters, End, Eval, Log, Message, Meta, Parallel, Phase,
-                                  Sched, Step)
+                                  Sched, Step, Turn)
 from tcbench.measure.job import standard_error
 
 Tell = Callable[..., None]   # tell(EventClass, **fields): an event for the observer, with the job's names
@@ -100,6 +100,10 @@ def _end(msg: End, result: JobResult, pending: list, tell: Tell) -> End | None:
     return msg
 
 
+def _turn(msg: Turn, result: JobResult, pending: list, tell: Tell) -> None:
+    result.extra.turns += msg.waits   # a lock-step job's turns (the runner's ``Turns`` gave them)
+
+
 HANDLERS: dict[type, Callable[..., End | None]] = {
     Step: _step, Parallel: _parallel, Meta: _meta, Phase: _phase, Compiler: _compiler, Sched: _sched,
-    Counters: _counters, CompileTimes: _compile_times, Eval: _eval, Log: _log, End: _end}
+    Counters: _counters, CompileTimes: _compile_times, Eval: _eval, Log: _log, Turn: _turn, End: _end}

@@ -39,12 +39,13 @@ from typing import Any
 from tcbench.host.env import job_env as job_env_info
 from tcbench.host.env import codegen_key, load_now
 from tcbench.job.backends import Backend, backend_class, get_backend
-from tcbench.job.protocol import End, Log, Step, decode
+from tcbench.job.protocol import End, Log, Step, Turn, decode
 from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_reference
 from tcbench.runner import artifacts as team_artifacts
 from tcbench.runner.ending import conclude
 from tcbench.runner.inbox import handle
 from tcbench.runner.preflight import check as preflight
+from tcbench.runner.turns import Turns
 from tcbench.runner.zygote_client import Forked, JobProcess, start_job
 from tcbench.host.probe import peak_flops
 from tcbench.core.events import JobEnded, JobStarted, Observer
@@ -256,12 +257,13 @@ def _threads(spec: JobSpec) -> int:
 
 def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event | None = None,
         store: Store | None = None, comparison_id: int | None = None, round: int = 0,
-        job: str | None = None, label: str = "", draw: object = None) -> JobResult:
+        job: str | None = None, label: str = "", draw: object = None, turns: Turns | None = None) -> JobResult:
     """Run one job in its own process and return its JobResult (a failure is a status, never a raise).
 
     ``label`` names the job in its comparison (default: the backend; ``"eager (A/A)"`` for an A/A twin).
     ``draw``: jobs of different draws are never forked by the same warm launcher (a comparison passes one per round:
-    ``tcbench.runner.zygote_client``).
+    ``tcbench.runner.zygote_client``). ``turns``: the job takes its measured steps in turns with the other jobs of its
+    lock-step round, each run from a thread of its own (``tcbench.runner.turns``; ``job`` is its name there).
     A KeyboardInterrupt in the caller stops the job, keeps every step it sent, stores the run as
     ``interrupted`` and is raised again.
     """
@@ -290,7 +292,7 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         else:
             fetch = backend.shares_artifacts and spec.cache == "artifacts"
             shared = [team_artifacts.fetch(store, spec)] if fetch else []
-            _execute(spec, backend, result, store, writer, notify, stop, run_dir, job, draw)
+            _execute(spec, backend, result, store, writer, notify, stop, run_dir, job, draw, turns)
             shared.append(team_artifacts.keep(store, result))
             if any(shared):
                 result.extra.store_artifacts = "; ".join(s for s in shared if s)
@@ -301,6 +303,8 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
         _set_figures(result, spec, result.extra.probe)
         raise
     finally:
+        if turns is not None:   # no more turns for it (also when it never started): the others go on
+            turns.ended(job, run_dir)
         result.env["load_end"] = load_now()
         writer.close(result)
         notify(JobEnded(job=job, backend=spec.backend, label=result.name, run_id=run_id, result=result))
@@ -322,7 +326,8 @@ def _stall_limit(spec: JobSpec, records: list[StepRecord]) -> float:
 
 
 def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: Store, writer: _Writer,
-             notify: Observer, stop: threading.Event | None, run_dir: Path, job: str, draw: object = None) -> None:
+             notify: Observer, stop: threading.Event | None, run_dir: Path, job: str, draw: object = None,
+             turns: Turns | None = None) -> None:
     probe = result.extra.probe = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
     compile_cache = backend.compile_cache(cache)
@@ -331,6 +336,8 @@ def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: St
     log_path = run_dir / "worker.log"
     t0 = time.monotonic()
     argv, cwd, extra = _command(spec, backend, write_fd, run_dir, cache)
+    if turns is not None:
+        extra.update(turns.attach(job, run_dir))
     try:
         with open(log_path, "w") as log:   # its own process group, ended as one; forked by the launcher if it can be
             proc = start_job(spec, backend, argv, cwd, {**job_env(spec, backend, cache, run_dir), **extra}, write_fd,
@@ -347,9 +354,11 @@ def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: St
     reader = threading.Thread(target=_reader, args=(os.fdopen(read_fd), q), daemon=True)
     reader.start()
     try:
-        end, ending = _wait(proc, q, spec, result, writer, notify, stop, job, t0)
+        end, ending = _wait(proc, q, spec, result, writer, notify, stop, job, t0, turns)
     finally:
         _kill(proc)   # a no-op when it has ended; on an exception here the job must not outlive the wait
+        if turns is not None:
+            turns.ended(job, run_dir)
         _drain(q, result, writer.pending)
         proc.wait()
         result.wall_s = time.monotonic() - t0
@@ -365,8 +374,10 @@ def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: St
 
 
 def _wait(proc: JobProcess, q: queue.Queue, spec: JobSpec, result: JobResult, writer: _Writer,
-          notify: Observer, stop: threading.Event | None, job: str, t0: float) -> tuple[End | None, str]:
-    """Take the job's messages until it ends: (its own End or None, why the runner ended it or "")."""
+          notify: Observer, stop: threading.Event | None, job: str, t0: float,
+          turns: Turns | None = None) -> tuple[End | None, str]:
+    """Take the job's messages until it ends: (its own End or None, why the runner ended it or ""). A lock-step job's
+    ``Turn`` goes to ``turns``; while it waits for its turn its silence is no stall."""
     end: End | None = None
     ending = ""                          # why the runner ended the job (stopped / stalled / timed out)
     exited: float | None = None          # when the job's process was seen to have exited
@@ -374,6 +385,8 @@ def _wait(proc: JobProcess, q: queue.Queue, spec: JobSpec, result: JobResult, wr
     while True:
         writer.flush(idle=q.empty())
         now = time.monotonic()
+        if turns is not None and turns.waiting(job):
+            heard = now
         if not ending:
             ending = _reason_to_end(spec, result, stop, now - t0, now - heard if end is None else 0.0)
             if ending:
@@ -391,6 +404,8 @@ def _wait(proc: JobProcess, q: queue.Queue, spec: JobSpec, result: JobResult, wr
                 _await_exit(proc, stop)
             return end, ending
         heard = time.monotonic()
+        if isinstance(msg, Turn) and turns is not None:
+            turns.arrived(job, msg.waits)
         end = handle(msg, result, writer.pending, notify, job) or end
 
 

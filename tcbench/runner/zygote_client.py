@@ -44,12 +44,12 @@ from typing import IO, Any, NoReturn, Protocol
 from tcbench.core.spec import JobSpec
 from tcbench.host.paths import home, private_dir
 from tcbench.job.backends import Backend
-from tcbench.job.process_tools import job_cpus
+from tcbench.job.process_tools import TURNS_ENV, job_cpus
 from tcbench.job.zygote import RUN_DIR, launcher_environ, receive, send
 
 LAUNCHER_ENV = "TCBENCH_LAUNCHER"
 # read by a job while it runs (the per-job paths) or by the runner: never at import, so not in the launcher's key
-_NOT_AT_IMPORT = frozenset({RUN_DIR, "TORCHINDUCTOR_CACHE_DIR", "TCBENCH_XLA_CACHE", LAUNCHER_ENV})
+_NOT_AT_IMPORT = frozenset({RUN_DIR, "TORCHINDUCTOR_CACHE_DIR", "TCBENCH_XLA_CACHE", LAUNCHER_ENV, TURNS_ENV})
 _ANSWER_S = 30.0    # a fork is answered in milliseconds; the launcher is single-threaded and never busy for long
 _SOURCE = Path(__file__).resolve().parents[1]
 

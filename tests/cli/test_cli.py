@@ -62,7 +62,7 @@ def _scripted(step_s: dict, status: dict | None = None, calls: list | None = Non
 
     ``step_s[label]``: the job's step time, or a list of one per round."""
     def compare(spec, backends=("inductor",), rounds=None, observer=None, stop=None, store=None, kind="compare",
-                resolve=None, budget_s=None, max_rounds=30):
+                resolve=None, budget_s=None, max_rounds=30, pairing="sequential"):
         if calls is not None:
             calls.append(dict(backends=list(backends), rounds=rounds, resolve=resolve, budget_s=budget_s))
         rounds = rounds or 3
@@ -166,7 +166,7 @@ def test_rounds_default_to_3():
 
 
 def test_noise_floor_prints_the_smallest_resolvable_speedup(monkeypatch, capsys):
-    def noise_floor(spec, rounds=3, observer=None, stop=None, store=None):
+    def noise_floor(spec, rounds=3, observer=None, stop=None, store=None, pairing="sequential"):
         cmp = _scripted({"eager": 0.1, "eager (A/A)": 0.1})(spec, [spec.backend], rounds, observer, kind="noise-floor")
         return NoiseFloor(cmp, 1.0, 0.96, 1.06, "no measurable difference", "no measurable difference: ...")
     monkeypatch.setattr(tc, "noise_floor", noise_floor)

@@ -19,7 +19,7 @@ from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.job import protocol
 from tcbench.job.protocol import (KINDS, MESSAGES, Channel, CompileTimes, Compiler, Counters, End, Eval, Log, Meta,
-                                  Parallel, Phase, Sched, Step, decode, encode)
+                                  Parallel, Phase, Sched, Step, Turn, decode, encode)
 
 ROOT = Path(__file__).resolve().parents[2]
 SENDERS = ("tcbench/job/worker.py", "tcbench/job/track.py", "tcbench/job/process_tools.py", "tcbench/job/launch.py",
@@ -45,6 +45,8 @@ EXAMPLES = [
     Eval(eval_loss=1.5, losses=[1.0, 2.0], when="initial"),
     Eval(eval_loss=1.25),
     Sched(wall_s=2.0, cpu_s=3.5, wait_s=0.1, steal_share=None, wait_main_only=True, cpus=[1]),
+    Turn(step=10),
+    Turn(step=40, waits=False),
     End(status="ok", error="", counters={}, diagnostics={}),
     End(status="failed", error="ValueError: x", traceback="Traceback ...", rank=1),
     End(status="ok", noise=[{"small_sq": 2.0, "big_sq": 1.0}]),
@@ -53,7 +55,7 @@ EXAMPLES = [
 
 def test_the_examples_cover_every_kind():
     assert {type(m) for m in EXAMPLES} == set(MESSAGES) and set(KINDS) == {cls.kind for cls in MESSAGES}
-    assert len(KINDS) == len(MESSAGES) == 11
+    assert len(KINDS) == len(MESSAGES) == 12
 
 
 @pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: type(m).__name__)
@@ -180,10 +182,10 @@ def test_the_runner_applies_each_message_to_the_result():
     from tcbench.runner.inbox import handle
 
     res, pending, events = _result(), [], []
-    for msg in EXAMPLES[:13]:
+    for msg in EXAMPLES[:15]:
         assert handle(msg, res, pending, events.append, "eager#0") is None
-    assert handle(EXAMPLES[13], res, pending, events.append, "eager#0") == EXAMPLES[13]   # the job's own end
-    assert handle(EXAMPLES[14], res, pending, events.append, "eager#0") is None            # rank 1's: kept
+    assert handle(EXAMPLES[15], res, pending, events.append, "eager#0") == EXAMPLES[15]   # the job's own end
+    assert handle(EXAMPLES[16], res, pending, events.append, "eager#0") is None            # rank 1's: kept
     assert res.device == "cuda:0" and res.env == {"threads": 1, "gpu": "H100", "cpus": [1]}
     assert [r.step for r in res.records] == [3, 4] and pending == res.records
     assert res.extra.to_dict() == {
@@ -202,6 +204,7 @@ def test_the_runner_applies_each_message_to_the_result():
         "sched": {"wall_s": 2.0, "cpu_s": 3.5, "wait_s": 0.1, "steal_share": None, "wait_main_only": True,
                   "cpus": [1], "others_share": None},
         "rank_ends": {"1": {"status": "failed", "error": "ValueError: x"}},
+        "turns": 1,   # Turn(step=10) waits for its turn; Turn(step=40, waits=False) was the last
     }
     assert JobExtras.from_dict(res.extra.to_dict()) == res.extra   # the typed extras, as the store reads them back
     base = {"job": "eager#0", "backend": "eager", "label": "eager", "run_id": 7}
