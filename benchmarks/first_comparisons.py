@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/first_comparisons.py               # ~35 min on 2 cores
     .venv/bin/python benchmarks/first_comparisons.py --n 4 --rounds 3 --default 1 --truth-rounds 0
+    .venv/bin/python benchmarks/first_comparisons.py --pairing lockstep --out benchmarks/lockstep   # issue 44
+    .venv/bin/python benchmarks/first_comparisons.py --pairing lockstep --aa --truth-rounds 0 --out benchmarks/lockstep_aa
 
 1. ``--n`` first comparisons of ``--rounds`` rounds each on the demo's spec (tiny GPT-2, eager vs inductor, 1
    thread), each in a Python process of its own on a fresh store (no history: no spread between comparisons can
@@ -14,6 +16,9 @@
 3. Time to a verdict: ``--default`` comparisons with ``compare()``'s default settings (rounds until ±5 % or 60 s),
    each a first one as in 1: seconds, rounds, resolution and why they stopped; with the per-round spread and round
    cost of all comparisons, the rounds (Stein's plan) and time that ±5 % needs here.
+
+``--pairing lockstep``: the comparisons (1 and 3) run lock-step rounds (``compare(pairing="lockstep")``); the truth
+stays sequential, every job a new process. ``--aa``: eager against eager (A/A), whose truth is 1.
 
 Writes benchmarks/first_comparisons.md and benchmarks/first_comparisons.json.
 """
@@ -45,11 +50,13 @@ import tcbench as tc
 from tcbench.measure.interval import log_ratios
 from tcbench.measure.metrics import steady
 spec = tc.JobSpec.from_json(sys.argv[1])
+backend = sys.argv[3]
 t0 = time.monotonic()
-cmp = tc.compare(spec, backends=["inductor"], **json.loads(sys.argv[2]))
+cmp = tc.compare(spec, backends=[backend], **json.loads(sys.argv[2]))
 took = time.monotonic() - t0
-row = cmp.row("inductor")
-pairs = cmp.complete_pairs("inductor")
+label = cmp.backends[1]
+row = cmp.row(label)
+pairs = cmp.complete_pairs(label)
 logs = log_ratios([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)]) for a, b in pairs])
 print("RESULT " + json.dumps(dict(
     speedup=row.speedup, low=row.speedup_ci_low, high=row.speedup_ci_high, verdict_kind=row.verdict_kind,
@@ -60,10 +67,11 @@ print("RESULT " + json.dumps(dict(
 '''
 
 
-def first_comparison(spec: tc.JobSpec, args: dict, env: dict) -> dict:
+def first_comparison(spec: tc.JobSpec, args: dict, env: dict, backend: str = "inductor") -> dict:
     """One default compare() in a process of its own, on a store of its own; its figures."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run([sys.executable, "-c", ONE, spec.to_json(), json.dumps(args)], capture_output=True,
+        out = subprocess.run([sys.executable, "-c", ONE, spec.to_json(), json.dumps(args), backend],
+                             capture_output=True,
                              text=True, env={**env, "TCBENCH_DB": str(Path(tmp) / "first.db")})
     lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
     if out.returncode or not lines:
@@ -125,8 +133,9 @@ HEAD = ["| # | speedup (95 % interval) | verdict | rounds | time | per-round sd 
 
 def markdown(data: dict) -> str:
     rows, het, tr, first = data["comparisons"], data["heterogeneity"], data["truth"], data["defaults"]
+    pairing, versus = data.get("pairing", "sequential"), data.get("versus", "inductor")
     out = [f"Measured {data['date']} on {data['machine']}; the demo's spec (tiny GPT-2, batch 8, seq 64, 40 steps, "
-           "1 thread), eager vs inductor, each comparison in a process of its own on a fresh store, warm compile "
+           f"1 thread), eager vs {versus}, {pairing} rounds, each comparison in a process of its own on a fresh store, warm compile "
            "caches. Every round forks from a launcher of its own.", "",
            f"{len(rows)} comparisons of {data['rounds']} rounds each:", "", *HEAD]
     out += [_row_line(i, r) for i, r in enumerate(rows, 1)]
@@ -135,6 +144,10 @@ def markdown(data: dict) -> str:
                 f"Q = {het['q']:.1f} on {het['k'] - 1} degrees of freedom, p = {het['p']:.3f}; pooled "
                 f"{het['pooled']:.3f} (standard error {het['pooled_se']:.3f} in log units); "
                 f"**{het['excluding']} of {len(rows)}** intervals exclude it (goal ≤ 1)."]
+    everyone = rows + data["defaults"]
+    widths = sorted((r["high"] / r["low"]) ** 0.5 - 1 for r in everyone if r["low"])
+    out += ["", f"Of all {len(everyone)} intervals, {sum(1 for r in everyone if r['low'] and not r['low'] <= 1 <= r['high'])} "
+                f"exclude 1; median half-width ±{100 * statistics.median(widths):.1f} %."]
     if tr:
         from scipy import stats
 
@@ -153,7 +166,8 @@ def markdown(data: dict) -> str:
     from scipy import stats
 
     need = max(4, math.ceil((stats.t.ppf(0.975, 3) * sd / math.log(1.05)) ** 2))
-    out += ["", f"Time to a verdict: a round (eager then inductor, each forked) took {per_round:.1f} s (median), the "
+    how = f"eager and {versus} together, in turns" if pairing == "lockstep" else f"eager then {versus}, each forked"
+    out += ["", f"Time to a verdict: a round ({how}) took {per_round:.1f} s (median), the "
                 f"per-round spread of the log ratio was {sd:.3f} (median), so ±5 % needs about {need} rounds "
                 f"(Stein's plan after a 4-round pilot), about {need * per_round:.0f} s on this machine."]
     return "\n".join(out) + "\n"
@@ -167,6 +181,8 @@ def main() -> None:
     ap.add_argument("--truth-rounds", type=int, default=8, help="spawned rounds of 150 steps (0: none)")
     ap.add_argument("--out", default=str(HERE / "first_comparisons"), help="where the .md and .json go")
     ap.add_argument("--render", action="store_true", help="only write the .md again from the .json")
+    ap.add_argument("--pairing", default="sequential", choices=tc.PAIRINGS, help="the comparisons' rounds")
+    ap.add_argument("--aa", action="store_true", help="eager against eager (A/A) instead of inductor")
     args = ap.parse_args()
     if args.render:
         data = json.loads(Path(args.out + ".json").read_text())
@@ -181,14 +197,16 @@ def main() -> None:
     env.pop("TCBENCH_LAUNCHER", None)   # the default: jobs forked, every round from a launcher of its own
     tc.run(DEMO.replace(backend="inductor", steps=8, warmup_steps=2))   # the compile caches warm
     rows, first = [], []
+    versus, pairing = ("eager" if args.aa else "inductor"), {"pairing": args.pairing}
     for i in range(args.n):
-        rows.append(first_comparison(DEMO, {"rounds": args.rounds}, env))
+        rows.append(first_comparison(DEMO, {"rounds": args.rounds, **pairing}, env, versus))
         _say(f"{i + 1}/{args.n}", rows[-1])
     for i in range(args.default):
-        first.append(first_comparison(DEMO, {}, env))
+        first.append(first_comparison(DEMO, pairing, env, versus))
         _say(f"default {i + 1}/{args.default}", first[-1])
     data = dict(date=time.strftime("%Y-%m-%d"), machine=f"{platform.processor() or platform.machine()}, "
                 f"{os.cpu_count()} cores ({_cpu_name()})", rounds=args.rounds, comparisons=rows,
+                pairing=args.pairing, versus=versus,
                 heterogeneity=heterogeneity(rows), truth=truth(args.truth_rounds, env), defaults=first)
     Path(args.out + ".json").write_text(json.dumps(data, indent=1))
     Path(args.out + ".md").write_text(markdown(data))
