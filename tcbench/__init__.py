@@ -157,7 +157,11 @@ def __getattr__(name: str) -> Any:
             if exc.name != f"tcbench.{name}":
                 raise
             raise AttributeError(f"module 'tcbench' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(where[0]), where[1])
+    module = importlib.import_module(where[0])
+    try:
+        value = getattr(module, where[1])
+    except AttributeError:   # a module its package does not import (tcbench.view.plots, tcbench.core.events)
+        value = importlib.import_module(f"{where[0]}.{where[1]}")
     globals()[name] = value   # the next use finds it here
     return value
 

@@ -46,6 +46,10 @@ def test_importing_tcbench_imports_none_of_its_layers():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", out.stdout
+    every = ("import tcbench\nfrom tcbench import plots, report, events, diagnostics, preflight\n"
+             "missing = [n for n in tcbench.__all__ if getattr(tcbench, n, None) is None]\nprint(missing)")
+    out = subprocess.run([sys.executable, "-c", every], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr[-2000:])   # each, first use
     import tcbench as tc
 
     assert callable(tc.compare) and tc.JobSpec.__name__ == "JobSpec" and tc.plots.__name__ == "tcbench.view.plots"
