@@ -195,12 +195,13 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
         order = labels if rnd % 2 == 0 else labels[::-1]
         if cmp.pairing == "lockstep":
             cmp.results.extend(_lockstep_round(cmp, order, rnd, observer, session, store, draw))
-        for label in order if cmp.pairing == "sequential" else ():
-            if session.stopped:
-                break
-            cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
-                                   f"{label}#{rnd}", label=label if label != cmp.spec_for(label).backend else "",
-                                   draw=draw))
+        else:
+            for label in order:
+                if session.stopped:
+                    break
+                cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
+                                       f"{label}#{rnd}", label=label if label != cmp.spec_for(label).backend else "",
+                                       draw=draw))
         rnd += 1
         if cmp.rule is not None:
             cmp.rounds = session.rounds = rnd

@@ -184,8 +184,8 @@ def steady_start(main_only: bool = False, cpus: tuple[int, ...] | None = None) -
 TURNS_ENV = "TCBENCH_TURNS"   # "<fifo path>:<steps per turn>": the job runs in lock-step with others (runner.turns)
 
 
-class Turns:
-    """A lock-step job's turns (``tcbench.runner.turns``): before each block of ``block`` measured steps it says so
+class TurnGate:
+    """A lock-step job's gate (``tcbench.runner.turns``): before each block of ``block`` measured steps it says so
     (a ``Turn`` message) and waits for one byte on the FIFO the runner writes to when it is this job's turn."""
 
     def __init__(self, path: str, block: int) -> None:
@@ -193,7 +193,7 @@ class Turns:
         self.block = block
 
     @classmethod
-    def from_env(cls) -> "Turns | None":
+    def from_env(cls) -> "TurnGate | None":
         value = os.environ.get(TURNS_ENV)
         if not value:
             return None

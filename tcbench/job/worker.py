@@ -20,8 +20,8 @@ import traceback
 from tcbench.job.factory import batch_size_of, loss_of, seq_len_of
 from tcbench.core.spec import JobSpec, is_factory
 from tcbench.core.results import TRACE_DIR
-from tcbench.job.process_tools import (RssMeter, Turns, add_spans, announce, classify, die_with_parent, finish, gpu_env,
-                                       pin_cpus, send_after_warmup, send_sched, steady_span, steady_start)
+from tcbench.job.process_tools import (RssMeter, TurnGate, add_spans, announce, classify, die_with_parent, finish,
+                                       gpu_env, pin_cpus, send_after_warmup, send_sched, steady_span, steady_start)
 from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step, Turn
 from tcbench.job.backends.base import dist_backend
 from tcbench.job.backends import get_backend
@@ -200,7 +200,7 @@ def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: Rss
     cpus: tuple[int, ...] | None = None
     # lock-step rounds: the measured steps in turns with the other jobs of the round, on the same CPUs; the scheduling
     # figures sum this job's own turns (``spans``), never its waits for one
-    turns = Turns.from_env() if world == 1 and chan.reports else None
+    turns = TurnGate.from_env() if world == 1 and chan.reports else None
     spans: tuple | None = None
     for step in range(spec.steps):
         if step == spec.warmup_steps:

@@ -8,7 +8,7 @@ interference (12-16 %: DESIGN's facts) and separate processes keep their caches,
 The warmup (compile) runs unpaired: a job that reaches its first turn waits for the others to reach theirs, and the
 turns go round in the round's order. A job that ends, whichever way, is skipped from then on.
 
-The job side is ``tcbench.job.process_tools.Turns``: before each block it sends a ``Turn`` message and waits for
+The job side is ``tcbench.job.process_tools.TurnGate``: before each block it sends a ``Turn`` message and waits for
 one byte on a FIFO in its run folder, which the runner holds open for writing. ``Turns`` here is the runner's side,
 shared by the threads that wait on the round's jobs (``tcbench.runner.process.run(turns=...)``).
 """
