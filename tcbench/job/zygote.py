@@ -90,13 +90,14 @@ def launcher_environ(env: dict[str, str]) -> dict[str, str]:
 # -- the launcher ---------------------------------------------------------------------------------------------
 def preload() -> None:
     """Import what a job imports before its memory baseline (taken once model and data are loaded), so that a child
-    starts with it: torch, transformers (which imports Dynamo) with the catalog's model classes (transformers imports
-    a model's module on first access), tcbench's job modules. Not Inductor's compiler: a new process imports part of
-    it in its first step, after the baseline, so a preloaded one would lower an Inductor job's peak memory figure
-    (measured here on gpt2 tiny: 68 MiB against 74, for a first step 1.1-1.8 s sooner)."""
+    starts with it: torch, Inductor's compiler (``torch.compile``'s first call imports it: 1.3 s of a forked gpt2-tiny
+    Inductor job's 4.9 s here), transformers (which imports Dynamo) with the catalog's model classes (transformers
+    imports a model's module on first access), tcbench's job modules. The memory a launcher's imports leave free but
+    resident no longer lowers a child's peak: the baseline is taken on a trimmed heap (``RssMeter``)."""
     import numpy  # noqa: F401
     import tokenizers  # noqa: F401
     import torch  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
     import transformers
     import transformers.modeling_utils  # noqa: F401
 
