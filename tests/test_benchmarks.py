@@ -125,3 +125,31 @@ def test_the_aa_and_launcher_tables_say_what_the_goals_ask():
     found = ln.anova(groups)
     assert found["icc"] > 0.9 and found["p"] < 0.001
     assert ln.anova([[30.0, 36.0, 31.0], [36.0, 30.5, 31.0], [30.8, 35.9, 31.1]])["icc"] < 0.2
+
+
+def test_noise_components_split_the_spread_and_allocate_steps():
+    nc = _script("noise_components")
+
+    def job(median_ms, within=0.02, wall=6.0, steps_s=5.0):
+        return dict(median_ms=median_ms, within=within, wall_s=wall, waited_s=wall, steps_s=steps_s)
+
+    def side(meds, within=0.02):
+        rows = [job(m, within) for m in meds]
+        between = nc._log_sd(meds)
+        return dict(jobs=rows, between=between, within=within, luck=max(0.0, between ** 2 - within ** 2) ** 0.5)
+
+    lucky = dict(eager=side([30.0, 36.0, 31.0, 35.0]), inductor=side([33.0, 33.2, 32.9, 33.1]), steps=100)
+    k = nc.allocation(lucky)
+    assert k["a"] > 0 and k["c0_s"] == pytest.approx(2.0) and k["step_s"] == pytest.approx(0.05)
+    # a round's fixed cost four times larger: twice the steps per job (n* grows as √c0)
+    dearer = {b: {**lucky[b], "jobs": [{**j, "wall_s": j["wall_s"] + 3.0} for j in lucky[b]["jobs"]]}
+              for b in ("eager", "inductor")}
+    assert nc.allocation({**dearer, "steps": 100})["n_star"] == pytest.approx(2 * k["n_star"])
+    # no spread between processes beyond the steps': steps are all that help
+    assert nc.allocation(dict(eager=side([33.0, 33.0, 33.0]), inductor=side([33.0, 33.0, 33.0]),
+                              steps=100))["n_star"] == float("inf")
+    pair = dict(windows=20, correlation=0.01, ratio_sd=0.15, each_sd=0.1, shift_s=0.0)
+    md = nc.markdown(dict(date="d", machine="m", rounds=4, steps=100, luck=lucky, allocation=k,
+                          cores=dict(together=pair, apart={**pair, "shift_s": 19.0})))
+    assert "| eager | 30.0, 36.0, 31.0, 35.0 |" in md and "| together, a core each | +0.01 |" in md
+    assert "19 s apart" in md and "measured steps per job** (Kalibera & Jones)" in md
