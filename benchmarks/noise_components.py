@@ -96,8 +96,8 @@ def luck(rounds: int, steps: int) -> dict:
             blocks = [statistics.median(x[i * BLOCK:(i + 1) * BLOCK]) for i in range(k)]
             # the job's own wall time: compare() starts the next round's launcher while a round runs, so no round
             # waits for one; here the first job of each round does (``waited_s``)
-            jobs[backend].append(dict(median_ms=statistics.median(x) * 1e3, wall_s=r.wall_s, waited_s=wall, steps_s=sum(x),
-                                      within=_log_sd(blocks) / math.sqrt(k)))
+            jobs[backend].append(dict(median_ms=statistics.median(x) * 1e3, wall_s=r.wall_s, waited_s=wall,
+                                      steps_s=sum(x), within=_log_sd(blocks) / math.sqrt(k)))
             print(f"  round {rnd} {backend}: {jobs[backend][-1]['median_ms']:.1f} ms, {wall:.1f} s", flush=True)
     out = {}
     for backend, rows in jobs.items():

@@ -17,7 +17,7 @@ from tcbench.comparison.result import Comparison, NoiseFloor
 from tcbench.comparison.rounds import DEFAULT_ROUNDS, MAX_ROUNDS, ROUNDS_CAP, rounds_rule
 from tcbench.comparison.stored import earlier_spreads
 from tcbench.core.results import AA, aa_label
-from tcbench.core.spec import BACKENDS, JobSpec
+from tcbench.core.spec import BACKENDS, JobSpec, check_same_workload
 from tcbench.measure.interval import RoundsRule
 from tcbench.runner.preflight import check as preflight
 from tcbench.core.events import Observer
@@ -80,8 +80,11 @@ def compare_configs(native: JobSpec, variants: Mapping[str, JobSpec], rounds: in
         if not isinstance(label, str) or not label.strip() or label in taken or label.endswith(AA):
             raise ValueError(f"variants has the label {label!r}; allowed: a non-empty name other than a backend's, "
                              "not ending in ' (A/A)'")
+    prepared = {label: preflight(v) for label, v in variants.items()}
+    for label, variant in prepared.items():
+        check_same_workload("variants", label, spec, variant)
     cmp = Comparison(spec=spec, backends=[spec.backend, *variants], rounds=rounds, kind=kind, rule=rule,
-                     variants={label: preflight(v) for label, v in variants.items()})
+                     variants=prepared)
     cmp.pairing = _pairing(pairing, cmp)
     store = store or Store()
     cmp.between = earlier_spreads(store, cmp)

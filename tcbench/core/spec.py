@@ -80,6 +80,23 @@ def check_number(field: str, value: Any, low: float | None = None, high: float |
     return value if type(value) in (int, float) else number
 
 
+# what makes two jobs the same workload: a speedup between jobs that differ in any of these is not a compiler's
+WORKLOAD_FIELDS = ("model", "size", "dataset", "seq_len", "script", "script_args")
+
+
+def check_same_workload(field: str, label: str, reference: "JobSpec", other: "JobSpec") -> None:
+    """A SpecError naming ``field`` and ``label`` when ``other`` trains another workload than ``reference`` (another
+    model, size, data set, sequence length or script): its ratio against the reference would not measure a
+    compiler, a batch or a setting but a different job."""
+    for name in WORKLOAD_FIELDS:
+        mine, theirs = getattr(reference, name), getattr(other, name)
+        if mine != theirs:
+            raise SpecError(field, label, f"the reference's workload ({name}={mine!r})",
+                            f"{field}: {label!r} has {name}={theirs!r} where the reference has {mine!r}; allowed: the "
+                            f"same model, size, data set, sequence length and script as the reference (a ratio "
+                            f"between different jobs measures neither a compiler nor a setting)")
+
+
 def check_profile(name: Any) -> str:
     """The catalog spelling of the instance profile ``name`` (``"g5.2xlarge"`` -> ``"ml.g5.2xlarge"``),
     or a SpecError with the nearest names. Reads the shipped catalog only (cached), never the host."""

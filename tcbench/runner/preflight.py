@@ -21,7 +21,8 @@ from typing import Any
 
 from tcbench.job import data as _data, factory as _factory
 from tcbench.job.backends import backend_class
-from tcbench.core.spec import JobSpec, SpecError, is_local_folder, is_factory
+from tcbench.core.spec import JobSpec, SpecError, allowed_text, is_local_folder, is_factory
+from tcbench.runner.zygote_client import LAUNCHER_ENV, LAUNCHER_MODES
 from tcbench.core.catalog import MODELS, training_bytes_floor
 from tcbench.core.profiles import LOCAL, local_profile, profile
 
@@ -80,6 +81,11 @@ def check(spec: JobSpec) -> JobSpec:
 
     if not isinstance(spec, JobSpec):
         raise TypeError(f"spec={spec!r} is not a tcbench.JobSpec")
+    launcher = os.environ.get(LAUNCHER_ENV, "fork")
+    if launcher not in LAUNCHER_MODES:   # else every job would start as a new process, said only in its own log
+        raise SpecError(LAUNCHER_ENV, launcher, allowed_text(LAUNCHER_MODES),
+                        f"the environment variable {LAUNCHER_ENV}={launcher!r} is not allowed; allowed: "
+                        f"{allowed_text(LAUNCHER_MODES)} (unset: 'fork')")
     changes: dict[str, Any] = {}
     cores = len(os.sched_getaffinity(0))
     if spec.threads is not None and spec.threads > cores:

@@ -48,6 +48,7 @@ from tcbench.job.process_tools import TURNS_ENV, job_cpus
 from tcbench.job.zygote import RUN_DIR, launcher_environ, receive, send
 
 LAUNCHER_ENV = "TCBENCH_LAUNCHER"
+LAUNCHER_MODES = ("fork", "shared", "spawn")   # preflight refuses any other value before a job starts
 # read by a job while it runs (the per-job paths) or by the runner: never at import, so not in the launcher's key
 _NOT_AT_IMPORT = frozenset({RUN_DIR, "TORCHINDUCTOR_CACHE_DIR", "TCBENCH_XLA_CACHE", LAUNCHER_ENV, TURNS_ENV})
 _ANSWER_S = 30.0    # a fork is answered in milliseconds; the launcher is single-threaded and never busy for long
@@ -104,7 +105,7 @@ def start_job(spec: JobSpec, backend: type[Backend], argv: list[str], cwd: str, 
     mode = os.environ.get(LAUNCHER_ENV, "fork")
     if mode == "shared":   # every round from one launcher: faster, but the rounds then share its luck (its layout)
         mode, draw = "fork", None
-    if mode not in ("fork", "spawn"):
+    if mode not in LAUNCHER_MODES:
         _note(log, f"{LAUNCHER_ENV}={mode!r} is none of 'fork', 'shared' and 'spawn'; this job starts as a new "
                    "process")
     elif mode == "fork" and forkable(spec, backend):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import os
 import socket
 import time
@@ -449,6 +450,9 @@ class Store:
         return self.query("SELECT * FROM comparisons ORDER BY comparison_id")
 
     def comparison_row(self, comparison_id: int) -> dict[str, Any]:
+        if isinstance(comparison_id, bool) or not isinstance(comparison_id, numbers.Integral) or comparison_id < 1:
+            raise ValueError(f"comparison_id={comparison_id!r} is not allowed; allowed: a whole number from 1 (tcbench "
+                             "comparisons lists them)")
         df = self.query("SELECT * FROM comparisons WHERE comparison_id=:cid", {"cid": int(comparison_id)})
         if df.empty:
             raise KeyError(f"comparison_id={comparison_id} is not in the store {self.path}")

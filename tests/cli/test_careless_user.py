@@ -126,6 +126,17 @@ CASES = [
      "sqlite:///{db}"),
     ("quality-report-over-their-database", ["time-to-quality", "--report", "{tmp}/theirs.db"], "--report",
      "is a SQLite database"),
+    # 3c. a study's settings that defeat it, and a launcher that would be ignored
+    ("quality-seeds-huge", ["time-to-quality", "--seeds", "99999999999999999999"], "--seeds", "3..100"),
+    ("quality-big-batch-below", ["time-to-quality", "--batch-size", "4", "--big-batch", "2"], "--big-batch",
+     "above the reference's --batch-size 4"),
+    ("quality-big-batch-same", ["time-to-quality", "--batch-size", "4", "--big-batch", "4"], "--big-batch",
+     "above the reference's --batch-size 4"),
+    ("quality-max-batch-one", ["time-to-quality", "--batch-size", "4", "--max-batch", "1"], "--max-batch",
+     "above the reference's --batch-size 4"),
+    ("launcher-bogus", ["run"], "TCBENCH_LAUNCHER", "'fork', 'shared', 'spawn'", None, {"TCBENCH_LAUNCHER": "bogus"}),
+    ("launcher-empty-compare", ["compare"], "TCBENCH_LAUNCHER", "'fork', 'shared', 'spawn'", None,
+     {"TCBENCH_LAUNCHER": ""}),
     # 4. messages that mislead
     ("dashboard-mysql", ["dashboard", "--storage", "mysql://u@127.0.0.1:1/db"], "--storage",
      "the URL of a database that holds studies"),
@@ -147,6 +158,9 @@ def _snapshot(folder: Path, skip: set[Path]) -> dict[str, str]:
 def test_a_careless_input_is_refused_before_anything_runs_and_damages_nothing(case, tmp_path, monkeypatch, capsys,
                                                                               no_process):
     _, argv, named, text, *env = case
+    for name, value in (env[1] if len(env) > 1 else {}).items():
+        monkeypatch.setenv(name, value)
+    env = [e for e in env[:1] if e is not None]
     ours = tmp_path / "cli.db"
     store = Store(ours)
     (tmp_path / "file.db").write_text("a file where a folder was meant\n")
@@ -189,6 +203,28 @@ def test_the_api_entries_refuse_the_same_before_anything_runs(tmp_path, no_proce
         (lambda: tc.run(tc.JobSpec(batch_size=10**5), store=store), "batch_size=100000 cannot fit"),
         (lambda: tc.JobSpec(stall_s=1e300), "stall_s=1e+300"),
         (lambda: tc.JobSpec(timeout_s=1e12), "timeout_s=1000000000000.0"),
+        # wrong types and settings that defeat a study, refused where they are written
+        (lambda: tc.QualityOptions(seeds=-4), "seeds=-4"),
+        (lambda: tc.QualityOptions(seeds=10**20), "3..100"),
+        (lambda: tc.load_quality(1.5, store=store), "comparison_id=1.5"),
+        (lambda: tc.load_quality(True, store=store), "comparison_id=True"),
+        (lambda: tc.load_quality("abc", store=store), "comparison_id='abc'"),
+        (lambda: tc.load_comparison(0, store=store), "comparison_id=0"),
+        (lambda: tc.check_lr("gpt2", store=store), "spec='gpt2'"),
+        (lambda: tc.time_to_quality({"model": "gpt2"}, seeds=3, store=store), "spec={'model': 'gpt2'}"),
+        (lambda: tc.time_to_quality(spec, "inductor", store=store), "candidates='inductor'"),
+        (lambda: tc.time_to_quality(spec, [], store=store), "at least one candidate"),
+        (lambda: tc.time_to_quality(spec, [tc.Candidate("", spec.replace(backend="inductor"))], store=store),
+         "a non-empty label"),
+        (lambda: tc.time_to_quality(spec, [tc.Candidate("bert", tc.JobSpec(model="bert-base-cased"))], store=store),
+         "'bert' has model='bert-base-cased' where the reference has 'gpt2'"),
+        (lambda: tc.time_to_quality(spec, [tc.Candidate("short", spec.replace(seq_len=32))], store=store),
+         "'short' has seq_len=32"),
+        (lambda: tc.time_to_quality(spec.replace(batch_size=4), big_batch=2, store=store), "big_batch=2"),
+        (lambda: tc.compare_configs(spec, {"other": tc.JobSpec(model="bert-base-cased", backend="inductor")},
+                                    store=store), "'other' has model='bert-base-cased'"),
+        (lambda: tc.compare_configs(spec, {"longer": spec.replace(seq_len=128, backend="inductor")}, store=store),
+         "'longer' has seq_len=128"),
     ]
     for call, text in refusals:
         with pytest.raises(ValueError, match=None) as err:

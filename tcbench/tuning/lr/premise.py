@@ -316,6 +316,8 @@ def check_lr(spec: JobSpec, *, options: PremiseOptions | None = None, observer: 
     ``stop`` ends the check after the running job; what finished is judged (often inconclusive)."""
     from tcbench.runner.process import run
 
+    if not isinstance(spec, JobSpec):
+        raise SpecError("spec", spec, "a tcbench.JobSpec (its lr is the one checked)")
     o = merged(PremiseOptions, options, overrides, "check_lr")
     factors = _check(o)
     spec = one_process(spec)

@@ -37,7 +37,7 @@ from tcbench.core.extras import EvalPoint
 from tcbench.core.options import merged
 from tcbench.core.profiles import profile as get_profile
 from tcbench.core.results import JobResult
-from tcbench.core.spec import JobSpec, SpecError, check_number
+from tcbench.core.spec import JobSpec, SpecError, check_number, check_same_workload
 from tcbench.measure.interval import log_interval
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
@@ -49,6 +49,7 @@ from tcbench.tuning.quality.scoring import MIN_RUNS, PairedRatio, Score, first_a
 
 KIND = "time-to-quality"
 FINISHED = ("ok", "diverged", "oom")   # a stored run with one of these statuses is not run again on resume
+MAX_SEEDS = 100   # runs per candidate: MLPerf asks 5 to 10; a study of 10**20 seeds once filled 22.5 GB planning them
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class QualityOptions:
     retune: bool = False                    # also a candidate at B1 with retune_lr's learning rate
     check_premise: bool = True              # check lr0 before predicting B1's learning rate (tc.check_lr)
     resume: bool = True                     # lend the newest unfinished study's finished runs (same settings)
+
+    def __post_init__(self) -> None:
+        _check_options(self)   # a bad setting is refused where it is written, not when a study uses it
 
 
 @dataclass(frozen=True)
@@ -197,8 +201,15 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
     first. Settings: ``QualityOptions``' fields, as ``options=`` or keywords (module docstring)."""
     from tcbench.runner.process import run
 
+    if not isinstance(spec, JobSpec):
+        raise SpecError("spec", spec, "a tcbench.JobSpec (the reference, run natively)")
     o = merged(QualityOptions, options, overrides, "time_to_quality")
     _check_options(o)
+    for name in ("big_batch", "max_batch"):   # B1 is a bigger batch than the reference's, or the study has none
+        value = getattr(o, name)
+        if value is not None and value <= spec.batch_size:
+            raise SpecError(name, value, f"a batch above the reference's batch_size={spec.batch_size} (unset: "
+                            "found by the max-batch search)")
     if o.profile is not None:
         spec = spec.replace(profile=o.profile)
     reference = Candidate("native", preflight(spec.replace(backend="eager")))
@@ -301,7 +312,7 @@ def load_quality(comparison_id: int, store: Store | None = None) -> QualityResul
 
 
 def _check_options(o: QualityOptions) -> None:
-    check_number("seeds", o.seeds, MIN_RUNS, whole=True)
+    check_number("seeds", o.seeds, MIN_RUNS, MAX_SEEDS, whole=True)
     check_number("eval_batches", o.eval_batches, 1, whole=True)
     check_number("budget", o.budget, 1)
     check_number("target_loss", o.target_loss, 0, open_low=True, optional=True)
@@ -314,15 +325,25 @@ def _check_options(o: QualityOptions) -> None:
 
 
 def _check_candidates(reference: Candidate, candidates: Sequence[Candidate]) -> list[Candidate]:
-    """The user's candidates, each preflighted, before any job starts."""
+    """The user's candidates, each preflighted and checked against the reference's workload, before any job."""
+    allowed = "a list of tcbench.Candidate(label, spec), or None for the default candidates"
+    if isinstance(candidates, (str, bytes, Candidate)) or not isinstance(candidates, Sequence):
+        raise SpecError("candidates", candidates, allowed)
     out = list(candidates)
+    if not out:
+        raise SpecError("candidates", out, "at least one candidate (None: the default candidates)")
     for c in out:
-        if not isinstance(c, Candidate):
-            raise SpecError("candidates", c, "tcbench.Candidate(label, spec) items")
+        if not isinstance(c, Candidate) or not isinstance(c.spec, JobSpec):
+            raise SpecError("candidates", c, allowed)
+        if not isinstance(c.label, str) or not c.label.strip():
+            raise SpecError("candidates", c.label, "a non-empty label for each candidate")
     labels = [reference.label, *(c.label for c in out)]
     if len(set(labels)) != len(labels):
         raise SpecError("candidates", labels, "labels that differ from each other and from 'native'")
-    return [Candidate(c.label, preflight(c.spec)) for c in out]
+    checked = [Candidate(c.label, preflight(c.spec)) for c in out]
+    for c in checked:
+        check_same_workload("candidates", c.label, reference.spec, c.spec)
+    return checked
 
 
 def _every(o: QualityOptions, candidates: list[Candidate]) -> int:
