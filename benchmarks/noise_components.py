@@ -97,7 +97,8 @@ def luck(rounds: int, steps: int) -> dict:
             # the job's own wall time: compare() starts the next round's launcher while a round runs, so no round
             # waits for one; here the first job of each round does (``waited_s``)
             jobs[backend].append(dict(median_ms=statistics.median(x) * 1e3, wall_s=r.wall_s, waited_s=wall,
-                                      steps_s=sum(x), within=_log_sd(blocks) / math.sqrt(k)))
+                                      steps_s=sum(x), compile_s=r.compile_latency_s or 0.0,
+                                      within=_log_sd(blocks) / math.sqrt(k)))
             print(f"  round {rnd} {backend}: {jobs[backend][-1]['median_ms']:.1f} ms, {wall:.1f} s", flush=True)
     out = {}
     for backend, rows in jobs.items():
@@ -184,6 +185,11 @@ def markdown(data: dict) -> str:
                   f"| together, a core each | {t['correlation']:+.2f} | {t['ratio_sd']:.3f} | {t['each_sd']:.3f} |",
                   f"| one after the other, one core ({a['shift_s']:.0f} s apart) | {a['correlation']:+.2f} | "
                   f"{a['ratio_sd']:.3f} | {a['each_sd']:.3f} |"]
+    over = {b: statistics.median(j["wall_s"] - j.get("compile_s", 0.0) - j["steps_s"] for j in p[b]["jobs"])
+            for b in ("eager", "inductor")}
+    lines += ["", f"**What a job costs beyond its steps** (median over the rounds, the job's wall time less its compile "
+              f"latency and its measured steps; issue 44's target: at most 1 s for a warm compiled job): eager "
+              f"{over['eager']:.2f} s, Inductor {over['inductor']:.2f} s."]
     lines += ["", f"**3. Steps or rounds:** a round's fixed cost c0 = {k['c0_s']:.1f} s (both jobs' wall time less "
               f"their measured steps), a measured step {k['step_s'] * 1e3:.1f} ms; per round, between processes "
               f"a = {k['a']:.5f} and step noise b = {k['b']:.4f} (log², both sides, b per step): "

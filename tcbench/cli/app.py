@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Any, Sequence
 
@@ -211,7 +212,13 @@ def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a usage error in one line (``tcbench: …``, exit 2) like every other bad input."""
+    """argparse with a usage error in one line (``tcbench: …``, exit 2) like every other bad input, and a negative
+    number in any notation read as a value (argparse's own takes ``-1e-3`` for an option: "--lr: expected one
+    argument"), so that ``--lr -1e-3`` is refused for what it is."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 
     def error(self, message: str) -> None:   # type: ignore[override]
         self.exit(2, f"tcbench: {message} (see {self.prog} --help)\n")

@@ -90,9 +90,11 @@ class Progress:
         """A job's bar; ``rnd`` and ``total`` from its JobStarted (another event before its start is still
         shown, without them)."""
         name = event.label or event.backend
-        if self.rounds > 1:
+        if self.rounds > 1 and rnd < self.rounds:
             name += f" round {rnd + 1}/{self.rounds}"
-        elif self.rounds == 0:   # adaptive rounds: their number is known at the end
+        elif self.rounds == 0 or rnd >= max(self.rounds, 1):
+            # adaptive rounds (their number is known at the end), or a job numbered past the total this progress
+            # was given (a study's searches number their own trials): never "round 5/3"
             name += f" round {rnd + 1}"
         now = time.monotonic()
         job = dict(name=name, total=total, done=0, phase="starting", phase_t=now, phase_done=0, said_t=now, bar=None)

@@ -16,7 +16,7 @@ from tcbench.tuning.batch.search import find_max_batch
 from tcbench.tuning.lr.retune import retune_lr
 from tcbench.tuning.compile_search.search import FIELDS, PRUNERS, SAMPLERS, tune_compile
 from tcbench.tuning.compile_search.space import narrow
-from tcbench.core.spec import SpecError
+from tcbench.core.spec import SEED_MAX, SpecError, check_number
 from tcbench.store.api import default_path
 from tcbench.store.postgres import mask
 from tcbench.tuning.lr.workers import SHARED, tune_worker
@@ -98,6 +98,8 @@ def cmd_retune_lr(a: argparse.Namespace) -> int:
 def cmd_tune_compile(a: argparse.Namespace) -> int:
     import json
 
+    # the API calls it seed; here --seed is the job's, so the sampler's is checked under its own flag first
+    check_number("sampler_seed", a.sampler_seed, 0, SEED_MAX, whole=True)
     res = tune_compile(job_spec(a, "eager"), budget_s=a.budget_s, n_trials=a.trials, space=space_of(a.space),
                        storage=a.storage, study_name=a.study_name, sampler=a.sampler, pruner=a.pruner,
                        seed=a.sampler_seed, confirm=not a.no_confirm, confirm_budget_s=a.confirm_budget_s,

@@ -83,6 +83,11 @@ def main(argv: list[str]) -> int:
     finally:
         done.set()
         forwarder.join(10)
+        os.close(src)
+        try:   # a named pipe left in the run folder would hang a tool that reads every file under the home
+            os.unlink(fifo)
+        except OSError:
+            pass
     return code
 
 

@@ -26,6 +26,7 @@ import queue
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -305,10 +306,26 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
     finally:
         if turns is not None:   # no more turns for it (also when it never started): the others go on
             turns.ended(job, run_dir)
+        _remove_pipes(run_dir)
         result.env["load_end"] = load_now()
         writer.close(result)
         notify(JobEnded(job=job, backend=spec.backend, label=result.name, run_id=run_id, result=result))
     return result
+
+
+def _remove_pipes(run_dir: Path) -> None:
+    """Remove the named pipes a job's processes made in its run folder (a data-parallel job's ``channel.fifo``, left
+    behind when its launcher was killed): a tool that reads every file under the home would hang on one."""
+    try:
+        entries = list(os.scandir(run_dir))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode):
+                os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def _probe(spec: JobSpec, store: Store) -> dict:

@@ -137,7 +137,11 @@ CASES = [
     ("launcher-bogus", ["run"], "TCBENCH_LAUNCHER", "'fork', 'shared', 'spawn'", None, {"TCBENCH_LAUNCHER": "bogus"}),
     ("launcher-empty-compare", ["compare"], "TCBENCH_LAUNCHER", "'fork', 'shared', 'spawn'", None,
      {"TCBENCH_LAUNCHER": ""}),
+    ("sampler-seed-negative", ["tune-compile", "--sampler-seed", "-1"], "--sampler-seed", "0..4294967295"),
+    ("sampler-seed-huge", ["tune-compile", "--sampler-seed", "4294967296"], "--sampler-seed", "0..4294967295"),
     # 4. messages that mislead
+    ("lr-negative-exponent", ["check-lr", "--lr", "-1e-3"], "--lr", "it must be a finite number > 0"),
+    ("lr-negative-compare", ["compare", "--lr", "-2E-4"], "--lr", "it must be a finite number > 0"),
     ("dashboard-mysql", ["dashboard", "--storage", "mysql://u@127.0.0.1:1/db"], "--storage",
      "the URL of a database that holds studies"),
     ("dashboard-not-a-url", ["dashboard", "--storage", "not a url"], "--storage", "is not allowed"),
@@ -204,6 +208,7 @@ def test_the_api_entries_refuse_the_same_before_anything_runs(tmp_path, no_proce
         (lambda: tc.JobSpec(stall_s=1e300), "stall_s=1e+300"),
         (lambda: tc.JobSpec(timeout_s=1e12), "timeout_s=1000000000000.0"),
         # wrong types and settings that defeat a study, refused where they are written
+        (lambda: tc.tune_compile(spec, seed=-1, store=store), "seed=-1"),
         (lambda: tc.QualityOptions(seeds=-4), "seeds=-4"),
         (lambda: tc.QualityOptions(seeds=10**20), "3..100"),
         (lambda: tc.load_quality(1.5, store=store), "comparison_id=1.5"),

@@ -282,6 +282,17 @@ def test_plain_output_has_a_heartbeat_during_a_long_compile(monkeypatch):
     assert "[tcbench] inductor: still compiling" in out.getvalue() and "step 0/4" in out.getvalue()
 
 
+def test_progress_never_counts_a_round_past_its_total():
+    out = io.StringIO()
+    spec = tc.JobSpec()
+    with _cli_progress.Progress(rounds=3, file=out) as progress:
+        for rnd in (2, 3, 4):   # a study's searches number their own trials past the seeds it was given
+            progress(tc.events.JobStarted(job=f"eager#{rnd}", backend="eager", label="eager", run_id=rnd,
+                                          round=rnd, spec=spec))
+    names = [job["name"] for job in progress.jobs.values()]
+    assert names == ["eager round 3/3", "eager round 4", "eager round 5"]
+
+
 def test_models_and_backends_tables(capsys):
     assert main(["models"]) == 0
     out = capsys.readouterr().out

@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -158,6 +159,7 @@ def test_two_processes_train_with_ddp_and_report_the_all_reduce(store):
     assert res.extra.eval_loss is not None and res.extra.eval_loss_initial is not None
     stored = store.query("SELECT COUNT(*) AS n FROM steps WHERE run_id = :run", {"run": res.run_id})
     assert int(stored.n.iloc[0]) == 6
+    assert not list(Path(res.artifacts).glob("*.fifo"))   # the ranks' channel is gone with the job
 
 
 @pytest.mark.integration
@@ -257,6 +259,7 @@ def test_sigkill_of_the_launcher_leaves_no_rank(store):
     assert not any(_alive(p) for p in ranks), [(p, _cmdline(p)) for p in ranks if _alive(p)]
     res = box["res"]
     assert res.status == "interrupted" and "SIGKILL" in res.error and res.records   # its steps are kept
+    assert not list(Path(res.artifacts).glob("*.fifo"))   # the killed launcher's channel removed by the runner
 
 
 def _children(pid: int) -> list[int]:

@@ -120,3 +120,14 @@ def test_the_next_rounds_launcher_imports_on_the_cpus_the_jobs_leave_free(thread
     assert zc.free_cpus(1, world_size=2) is None
     monkeypatch.setenv("TCBENCH_PIN", "0")
     assert zc.free_cpus(1) is None
+
+
+def test_a_jobs_named_pipes_are_removed_with_it_and_nothing_else(tmp_path):
+    from tcbench.runner.process import _remove_pipes
+
+    os.mkfifo(tmp_path / "channel.fifo")
+    (tmp_path / "worker.log").write_text("kept\n")
+    (tmp_path / "sub").mkdir()
+    _remove_pipes(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub", "worker.log"]
+    _remove_pipes(tmp_path / "gone")   # a run folder that was never made: nothing to do, no error

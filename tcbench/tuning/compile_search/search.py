@@ -46,7 +46,7 @@ import pandas as pd
 
 from tcbench.core.events import Observer
 from tcbench.core.options import merged
-from tcbench.core.spec import JobSpec, SpecError, check_number
+from tcbench.core.spec import SEED_MAX, JobSpec, SpecError, check_number
 from tcbench.measure.metrics import learned
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
@@ -96,6 +96,7 @@ def tune_compile(spec: JobSpec, *, options: CompileSearchOptions | None = None, 
     """
     o = merged(CompileSearchOptions, options, overrides, "tune_compile")
     _check(spec, o.budget_s, o.n_trials, o.sampler, o.pruner, o.confirm_budget_s, o.parity_rtol, o.resolve)
+    check_number("seed", o.seed, 0, SEED_MAX, whole=True)   # Optuna's sampler refuses it only after the native job
     check_study_name(o.study_name)
     if not o.confirm and o.confirm_budget_s is not None:
         raise SpecError("confirm_budget_s", o.confirm_budget_s, "None with confirm=False (no confirmation runs)",
