@@ -149,6 +149,9 @@ def _prepared(spec: JobSpec, backends: Sequence[str], rounds: int | None, kind: 
     rounds = rule.pilot if rule is not None else rounds
     _check(spec, backends, rounds)
     spec = preflight(spec)
+    for b in dict.fromkeys(backends):   # what only a backend's job would find (a scope the model lacks): before any job
+        if b != spec.backend:
+            preflight(spec.replace(backend=b))
     labels = [spec.backend, *[aa_label(b) if b == spec.backend else b for b in dict.fromkeys(backends)]]
     return Comparison(spec=spec, backends=labels, rounds=rounds, kind=kind, rule=rule)
 

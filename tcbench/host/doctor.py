@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from tcbench.host.paths import home
 from tcbench.host.requirements import (BACKEND_NEEDS, CORE, DASHBOARD, DIST, EXTRAS, HF, INSTALL, LAB, POSTGRES,
                                         REQUIREMENTS, TESTED, XLA, Requirement, backend_check, cpp_compiler, fix_for,
                                         installed_version, installed_versions, package_problem, tested_set)
@@ -47,7 +48,25 @@ def _system_rows() -> list[dict[str, Any]]:
         row("gpu", str(len(gpus)), _gpu_detail(gpus)),
         row("c++ compiler", path, f"{cxx}, called by Inductor on CPU; CXX chooses another", path is not None, fix),
         _data_row(),
+        _home_row(),
     ]
+
+
+def _home_row() -> dict[str, Any]:
+    """``TCBENCH_HOME``, where the store, the compile caches and every run's folder live: a folder, or one that can
+    be made (its nearest existing parent a writable folder)."""
+    folder = home()
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    problem = ("is a file, not a folder" if folder.is_file() else
+               "" if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK) else
+               "is not writable" if folder.is_dir() else
+               f"cannot be made: {existing} is a file" if existing is not None and not existing.is_dir() else
+               f"cannot be made: {existing} is not writable" if existing is not None
+               and not os.access(existing, os.W_OK | os.X_OK) else "")
+    return {"kind": "system", "name": "home", "installed": str(folder), "ok": not problem,
+            "detail": (f"TCBENCH_HOME {problem}" if problem else "the store, compile caches and run folders"
+                       + ("" if folder.is_dir() else " (made on first use)")),
+            "fix": "point TCBENCH_HOME at a folder this user can write (or unset it: ~/.cache/tcbench)"}
 
 
 def _gpu_detail(gpus: list[tuple[str, float]]) -> str:
@@ -116,7 +135,7 @@ def core_works(table: pd.DataFrame) -> bool:
     """Every core package installed in its range, the data folder found and the eager backend available."""
     ok = {(kind, name): ok for kind, name, ok in zip(table.kind, table.name, table.ok)}
     core = table[(table.kind == "package") & (table.group == CORE)]
-    return bool(core.ok.all() and ok[("backend", "eager")] and ok[("system", "data")])
+    return bool(core.ok.all() and ok[("backend", "eager")] and ok[("system", "data")] and ok[("system", "home")])
 
 
 def _wrap(text: str, width: int, indent: str) -> list[str]:
@@ -138,6 +157,9 @@ def render(table: pd.DataFrame, width: int = 80) -> str:
     out += _wrap(f"c++ compiler: {cxx['installed'] or 'NOT FOUND'} ({cxx['detail']})", width, "")
     data = system["data"]
     out += _wrap(f"data: {data['installed']} ({data['detail'] if data['ok'] else 'NOT FOUND: ' + data['detail']})",
+                 width, "")
+    where = system["home"]
+    out += _wrap(f"home: {where['installed']} ({where['detail'] if where['ok'] else 'UNUSABLE: ' + where['detail']})",
                  width, "")
     out += _wrap(tested_set({r["name"]: r["installed"] for r in rows if r["kind"] == "package"}), width, "")
     for group in (CORE, *EXTRAS):

@@ -69,6 +69,33 @@ def check_fits(spec: JobSpec, budget_gb: float | None) -> None:
                     f"{where}: one step needs at least {need / 2**30:,.1f} GiB; allowed: {allowed}")
 
 
+def check_blocks(spec: JobSpec, model: str) -> None:
+    """``compile_scope="blocks"`` on a model without a repeated block (ALBERT shares one layer across its depth: one
+    group of one layer, unless its configuration says ``num_hidden_groups`` or ``inner_group_num`` ≥ 2) is a
+    SpecError here, from the model's configuration, not from the job that would fail to find the block."""
+    if spec.compile_scope != "blocks" or not backend_class(spec.backend).inductor_settings or spec.script is not None:
+        return
+    if model in MODELS:
+        family, config = MODELS[model].family, {}
+    elif spec.model_kind == "folder" and os.path.isfile(os.path.join(model, "config.json")):
+        import json
+
+        try:
+            with open(os.path.join(model, "config.json"), encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError):
+            return   # check_local_model has said what is wrong with it
+        family = config.get("model_type")
+    else:
+        return   # a factory's model is known only when it is built, in the job
+    shared = family == "albert" and max(int(config.get("num_hidden_groups") or 1),
+                                        int(config.get("inner_group_num") or 1)) < 2
+    if shared:
+        raise SpecError("compile_scope", spec.compile_scope, "'model' or 'step'",
+                        f"compile_scope='blocks' is not allowed for {spec.model}: ALBERT shares one layer across its "
+                        "depth, so it has no repeated block to compile once; allowed: 'model' or 'step'")
+
+
 def check(spec: JobSpec) -> JobSpec:
     """``spec`` as a job will run it (``tc.preflight``): paths absolute, the profile's memory budget applied.
 
@@ -113,6 +140,7 @@ def check(spec: JobSpec) -> JobSpec:
                           None if factory_data else _data.load_tokenizer().get_vocab_size())
     if spec.script is not None:
         changes["script"] = _script(spec.script)
+    check_blocks(spec, changes.get("model", spec.model))
     if spec.memory_budget_gb is None and spec.profile != LOCAL:
         changes["memory_budget_gb"] = float(profile(spec.profile).memory_budget_gb)
     check_fits(spec, changes.get("memory_budget_gb", spec.memory_budget_gb))

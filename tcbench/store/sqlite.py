@@ -92,6 +92,9 @@ class SQLite(Database):
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a tcbench store (it is not an SQLite database: {exc}); point "
                              "TCBENCH_DB at a tcbench store or at a new file") from exc
+        if not tables and not self.create:   # an empty file (or database) it was only given to read: left empty
+            raise StoreMissing(f"the store {self.path} holds nothing yet (an empty file); a command that writes "
+                               "creates the store in it: tcbench run or tcbench compare, tc.run() or tc.compare()")
         if tables and "runs" not in tables:
             shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
             raise StoreError(f"{self.path} is not a tcbench store (it holds other tables: {shown}); tcbench leaves it "

@@ -108,6 +108,9 @@ CASES = [
     ("their-db-run", ["run"], "theirs.db", "is not a tcbench store", "{tmp}/theirs.db"),
     ("not-a-database", ["runs"], "notes.db", "not an SQLite database", "{tmp}/notes.db"),
     ("not-a-database-compare", ["compare"], "notes.db", "not an SQLite database", "{tmp}/notes.db"),
+    ("empty-file-runs", ["runs"], "empty.db", "holds nothing yet", "{tmp}/empty.db"),
+    ("empty-file-comparisons", ["comparisons"], "empty.db", "holds nothing yet", "{tmp}/empty.db"),
+    ("empty-file-show", ["show", "1"], "empty.db", "holds nothing yet", "sqlite:///{tmp}/empty.db"),
     ("db-folder-typo", ["compare"], "nowhere", "does not exist", "{tmp}/nowhere/x.db"),
     ("db-folder-typo-run", ["run"], "nowhere", "check TCBENCH_DB for a typo", "{tmp}/nowhere/x.db"),
     ("db-under-a-file", ["compare"], "file.db", "is a file, not a folder", "{tmp}/file.db/x.db"),
@@ -137,6 +140,10 @@ CASES = [
     ("launcher-bogus", ["run"], "TCBENCH_LAUNCHER", "'fork', 'shared', 'spawn'", None, {"TCBENCH_LAUNCHER": "bogus"}),
     ("launcher-empty-compare", ["compare"], "TCBENCH_LAUNCHER", "'fork', 'shared', 'spawn'", None,
      {"TCBENCH_LAUNCHER": ""}),
+    ("blocks-on-albert", ["run", "--backend", "inductor", "--model", "albert-base-v2", "--compile-scope", "blocks"],
+     "--compile-scope", "ALBERT shares one layer across its depth"),
+    ("blocks-on-albert-compare", ["compare", "--model", "albert-base-v2", "--compile-scope", "blocks"],
+     "--compile-scope", "allowed: 'model' or 'step'"),
     ("sampler-seed-negative", ["tune-compile", "--sampler-seed", "-1"], "--sampler-seed", "0..4294967295"),
     ("sampler-seed-huge", ["tune-compile", "--sampler-seed", "4294967296"], "--sampler-seed", "0..4294967295"),
     # 4. messages that mislead
@@ -169,6 +176,7 @@ def test_a_careless_input_is_refused_before_anything_runs_and_damages_nothing(ca
     store = Store(ours)
     (tmp_path / "file.db").write_text("a file where a folder was meant\n")
     (tmp_path / "notes.db").write_text("my notes, not a database\n")
+    (tmp_path / "empty.db").write_bytes(b"")   # a file the user made for the store: a reader leaves it empty
     con = sqlite3.connect(tmp_path / "theirs.db")
     con.executescript(THEIR_SCHEMA)
     con.close()

@@ -228,6 +228,23 @@ def test_doctor_says_when_the_data_folder_is_missing(monkeypatch, tmp_path):
     assert not _doctor.core_works(table)
 
 
+@pytest.mark.parametrize("where", ["a file", "under a file", "fine", "to be made"])
+def test_doctor_says_when_tcbench_home_cannot_hold_the_store(where, monkeypatch, tmp_path, capsys):
+    (tmp_path / "file").write_text("a file, not a folder\n")
+    folder = {"a file": tmp_path / "file", "under a file": tmp_path / "file" / "home", "fine": tmp_path,
+              "to be made": tmp_path / "new" / "home"}[where]
+    monkeypatch.setenv("TCBENCH_HOME", str(folder))
+    table = tc.doctor()
+    row = table.set_index(["kind", "name"]).loc[("system", "home")]
+    usable = where in ("fine", "to be made")
+    assert bool(row["ok"]) == usable and row["installed"] == str(folder), row["detail"]
+    if not usable:
+        assert not _doctor.core_works(table) and "TCBENCH_HOME" in row["detail"] and "TCBENCH_HOME" in row["fix"]
+        text = _doctor.render(table, width=400)
+        assert f"home: {folder} (UNUSABLE: TCBENCH_HOME " in text and "result: the core cannot run" in text
+    assert not (tmp_path / "new").exists()   # doctor looks; it makes nothing
+
+
 def test_doctor_checks_every_extra_the_docs_name_and_all_installs_them():
     """lab, xla, hf, postgres and dashboard each have their packages checked and their pip command shown; the
     `all` extra installs every one of them."""
