@@ -212,11 +212,13 @@ def _add_run_commands(sub: "argparse._SubParsersAction") -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a usage error in one line (``tcbench: …``, exit 2) like every other bad input, and a negative
+    """argparse with a usage error in one line (``tcbench: …``, exit 2) like every other bad input, no abbreviated
+    options (argparse's ``allow_abbrev=False``, the ecosystem's guard), and a negative
     number in any notation read as a value (argparse's own takes ``-1e-3`` for an option: "--lr: expected one
     argument"), so that ``--lr -1e-3`` is refused for what it is."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)   # --target is not --target-loss: a typo is refused, never guessed
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 

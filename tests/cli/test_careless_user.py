@@ -147,6 +147,9 @@ CASES = [
     ("sampler-seed-negative", ["tune-compile", "--sampler-seed", "-1"], "--sampler-seed", "0..4294967295"),
     ("sampler-seed-huge", ["tune-compile", "--sampler-seed", "4294967296"], "--sampler-seed", "0..4294967295"),
     # 4. messages that mislead
+    ("abbreviated-target", ["time-to-quality", "--target", "5"], "--target", "unrecognized arguments"),
+    ("abbreviated-no-premise", ["time-to-quality", "--no-premise"], "--no-premise", "unrecognized arguments"),
+    ("abbreviated-budget", ["compare", "--budget", "30"], "--budget", "unrecognized arguments"),
     ("lr-negative-exponent", ["check-lr", "--lr", "-1e-3"], "--lr", "it must be a finite number > 0"),
     ("lr-negative-compare", ["compare", "--lr", "-2E-4"], "--lr", "it must be a finite number > 0"),
     ("dashboard-mysql", ["dashboard", "--storage", "mysql://u@127.0.0.1:1/db"], "--storage",

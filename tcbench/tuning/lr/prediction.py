@@ -75,6 +75,8 @@ class LrPrediction:
         if self.premise is None:
             return f"Learning-rate {NOT_CHECKED}."
         text = f"Premise: {self.premise.verdict}."
+        if self.premise.held is None:
+            text += " This prediction starts from lr0 unchecked."
         if self.recentred:
             text += f" This prediction starts from {self.old_lr:.3g}, not lr0 = {self.premise.lr0:.3g}."
         return text

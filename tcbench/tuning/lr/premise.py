@@ -100,7 +100,8 @@ class PremiseRun:
 @dataclass(frozen=True)
 class PairedDifference:
     """loss(lr0 × factor) − loss(lr0) per seed, its mean and 95 % t-interval, and the call: "lower", "higher"
-    (beyond noise), "within noise" or "unknown" (module docstring)."""
+    (beyond noise), "within noise", "both diverged" (every pair: no loss to compare) or "unknown" (module
+    docstring)."""
 
     factor: float
     lr: float
@@ -135,10 +136,13 @@ class LrPremise:
     def difference(self, factor: float) -> PairedDifference:
         """``factor`` against lr0, paired by seed (module docstring)."""
         mine, base = self.losses(factor), self.losses(1.0)
-        diffs = tuple(_diff(mine[s], base[s]) for s in self.seeds if s in mine and s in base)
+        pairs = [(mine[s], base[s]) for s in self.seeds if s in mine and s in base]
+        diffs = tuple(_diff(a, b) for a, b in pairs)
         lr = self.lr0 * factor
         if len(diffs) < 2:
             return PairedDifference(factor, lr, diffs, None, None, None, "unknown")
+        if all(math.isinf(a) and math.isinf(b) for a, b in pairs):   # no loss to compare: not "within noise"
+            return PairedDifference(factor, lr, diffs, None, None, None, "both diverged")
         if all(math.isfinite(d) for d in diffs):
             point, hw = statistics.fmean(diffs), half_width(diffs)
             low, high = point - hw, point + hw
@@ -236,7 +240,7 @@ class LrPremise:
             why = self._why_unknown or "; ".join(
                 f"×{d.factor:g}: {'seeds disagree' if len(d.diffs) >= 2 else self._failures(d.factor)}"
                 for d in self.differences if d.call == "unknown")
-            return f"lr0 = {self.lr0:.3g} {where}: inconclusive ({why}); predicting from lr0 unchecked"
+            return f"lr0 = {self.lr0:.3g} {where}: inconclusive ({why})"
         if self.held:
             return (f"lr0 = {self.lr0:.3g} held {where}: no other rate reached a lower held-out loss beyond noise ("
                     + "; ".join(f"{d.lr:.3g} (×{d.factor:g}): {_amount(d, signed=True)}" for d in self.differences)

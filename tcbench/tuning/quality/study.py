@@ -214,15 +214,27 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
         spec = spec.replace(profile=o.profile)
     reference = Candidate("native", preflight(spec.replace(backend="eager")))
     given = None if candidates is None else _check_candidates(reference, candidates)
-    store = store or Store()
     key = _key(reference, given, o)
     _every(o, [reference, *(given or [])])   # the reference's cadence, before any job (B1 is chosen to fit it)
+    store = store or Store()   # only once every setting passed: a refusal creates no store
     earlier = _earlier(store, reference.spec, key) if o.resume else None
+    if earlier is not None:
+        row = store.comparison_row(earlier.comparison_id)
+        if row.get("status") == "running":   # the store was reconciled on opening: its process is alive
+            raise SpecError("resume", True, "False to run another study beside it",
+                            f"study {earlier.comparison_id} with these settings is running now (process "
+                            f"{row.get('pid')} on {row.get('host')}): wait for it to end (then this one resumes it), "
+                            "stop it, or pass resume=False (--no-resume) to run another study beside it")
     result = QualityResult(target=math.nan, target_source="", candidates=[reference], profile=reference.spec.profile)
     if earlier is not None:
         result.candidates += [Candidate(label, JobSpec.from_stored(json.dumps(d)))
                               for label, d in earlier.info["plan"][1:]]
         result.resumed_from = earlier.comparison_id
+        # what the plan came from (the premise check B1's learning rate rests on, the notes on left-out candidates)
+        # is the resumed study's: it is not run again, and not forgotten
+        if earlier.info.get("premise") is not None:
+            result.premise = StoredPremise(earlier.info["premise"], earlier.info.get("premise_held"))
+        result.notes += [n for n in earlier.info.get("notes") or [] if not n.startswith("resumed study ")]
         result.notes.append(f"resumed study {earlier.comparison_id}: its candidates and finished runs kept")
     elif given is not None:
         result.candidates += given

@@ -242,3 +242,44 @@ def test_real_jobs_give_curves_a_target_and_stored_runs(store):
             assert len(curve) == full
         else:
             assert curve[-1].loss <= res.target and all(p.loss > res.target for p in curve[:-1])
+
+
+def test_a_second_study_of_the_same_settings_while_one_runs_is_refused_never_resumed(calls, store, monkeypatch):
+    import tcbench.runner.process as runner
+
+    inner, refused = runner.run, []
+
+    def run(spec, *args, **kwargs):
+        if not refused:   # the first study is running: a second one of the same settings starts now
+            with pytest.raises(tc.SpecError, match=r"study \d+ with these settings is running now") as err:
+                time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, store=store)
+            refused.append(str(err.value))
+        return inner(spec, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run", run)
+    res = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, store=store)
+    assert refused and "resume=False" in refused[0] and len(res.runs) == 6 and res.resumed_from is None
+    assert len(store.comparisons()) == 1   # the refused study stored nothing
+
+
+def test_a_resumed_study_keeps_the_premise_and_the_notes_its_plan_came_from(calls, monkeypatch, store):
+    import threading
+
+    import tcbench.runner.process as runner
+
+    asked: list = []
+    _predicted(monkeypatch, asked)
+    inner, stop = runner.run, threading.Event()
+
+    def run(job, *a, **k):
+        res = inner(job, *a, **k)
+        stop.set()   # stopped during its first reference run
+        return res
+    monkeypatch.setattr(runner, "run", run)
+    first = time_to_quality(SPEC, seeds=3, eval_batches=2, stop=stop, store=store)
+    monkeypatch.setattr(runner, "run", inner)
+    again = time_to_quality(SPEC, seeds=3, eval_batches=2, store=store)
+    assert again.resumed_from == first.comparison_id and len(asked) == 1   # the premise is not checked again ...
+    assert again.premise.verdict == "lr0 held" and again.premise.held      # ... and not forgotten
+    assert any("no memory budget" in n for n in again.notes)
+    assert sum(n.startswith("resumed study") for n in again.notes) == 1
