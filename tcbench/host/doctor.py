@@ -132,7 +132,8 @@ def doctor() -> pd.DataFrame:
 
 
 def core_works(table: pd.DataFrame) -> bool:
-    """Every core package installed in its range, the data folder found and the eager backend available."""
+    """Every core package installed in its range, the data folder found, TCBENCH_HOME usable (a folder, or one that
+    can be made) and the eager backend available."""
     ok = {(kind, name): ok for kind, name, ok in zip(table.kind, table.name, table.ok)}
     core = table[(table.kind == "package") & (table.group == CORE)]
     return bool(core.ok.all() and ok[("backend", "eager")] and ok[("system", "data")] and ok[("system", "home")])

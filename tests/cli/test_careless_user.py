@@ -131,6 +131,7 @@ CASES = [
      "is a SQLite database"),
     # 3c. a study's settings that defeat it, and a launcher that would be ignored
     ("quality-seeds-huge", ["time-to-quality", "--seeds", "99999999999999999999"], "--seeds", "3..100"),
+    ("quality-last-seed-past-the-bound", ["time-to-quality", "--seed", "4294967295"], "--seed", "0..4294967291"),
     ("quality-big-batch-below", ["time-to-quality", "--batch-size", "4", "--big-batch", "2"], "--big-batch",
      "above the reference's --batch-size 4"),
     ("quality-big-batch-same", ["time-to-quality", "--batch-size", "4", "--big-batch", "4"], "--big-batch",

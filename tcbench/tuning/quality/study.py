@@ -37,7 +37,7 @@ from tcbench.core.extras import EvalPoint
 from tcbench.core.options import merged
 from tcbench.core.profiles import profile as get_profile
 from tcbench.core.results import JobResult
-from tcbench.core.spec import JobSpec, SpecError, check_number, check_same_workload
+from tcbench.core.spec import SEED_MAX, JobSpec, SpecError, check_number, check_same_workload
 from tcbench.measure.interval import log_interval
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.session import comparison_session
@@ -205,6 +205,10 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
         raise SpecError("spec", spec, "a tcbench.JobSpec (the reference, run natively)")
     o = merged(QualityOptions, options, overrides, "time_to_quality")
     _check_options(o)
+    if spec.seed + o.seeds - 1 > SEED_MAX:   # each run takes the next seed: the last must be a seed too
+        raise SpecError("seed", spec.seed, f"0..{SEED_MAX - o.seeds + 1} with seeds={o.seeds}",
+                        f"seed={spec.seed} is not allowed with seeds={o.seeds}: the study runs seeds {spec.seed} to "
+                        f"{spec.seed + o.seeds - 1}, past {SEED_MAX}; allowed: 0..{SEED_MAX - o.seeds + 1}")
     for name in ("big_batch", "max_batch"):   # B1 is a bigger batch than the reference's, or the study has none
         value = getattr(o, name)
         if value is not None and value <= spec.batch_size:
