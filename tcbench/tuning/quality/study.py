@@ -316,6 +316,11 @@ def load_quality(comparison_id: int, store: Store | None = None) -> QualityResul
                            resumed_from=info.get("resumed_from"),
                            premise=None if info.get("premise") is None else StoredPremise(info["premise"],
                                                                                           info.get("premise_held")))
+    status = str(row.get("status") or "")
+    if status not in ("done", ""):   # show and report say so first: its table holds only what finished
+        result.notes.insert(0, "this study is still running: the runs below are those finished so far"
+                            if status == "running" else f"this study ended {status}, not done: the runs below are "
+                            "those that finished (run it again with the same settings to resume it)")
     lent = set(info.get("reused_runs") or [])
     runs = {}
     for run_id in sorted(lent | set(store.comparison_runs(comparison_id)["run_id"].astype(int))):

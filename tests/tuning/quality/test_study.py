@@ -200,6 +200,9 @@ def test_an_interrupted_study_resumes_without_running_its_finished_seeds_again(m
     assert [(label, seed) for label, seed, _ in seen] == [("inductor", 1), ("inductor", 2)]
     assert again.resumed_from == first.comparison_id and sum(r.reused for r in again.runs) == 4
     assert len(again.runs) == 6 and again.target == pytest.approx(first.target)
+    # show and report say how a study ended before its table (they said nothing of an interrupted one)
+    assert tc.load_quality(first.comparison_id, store=store).notes[0].startswith("this study ended interrupted")
+    assert not any(n.startswith("this study") for n in tc.load_quality(again.comparison_id, store=store).notes)
     seen.clear()
     other = time_to_quality(SPEC, INDUCTOR, seeds=4, eval_batches=2, store=store)   # other settings: a new study
     assert other.resumed_from is None and len(seen) == 8
