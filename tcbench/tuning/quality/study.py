@@ -203,8 +203,7 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
 
     if not isinstance(spec, JobSpec):
         raise SpecError("spec", spec, "a tcbench.JobSpec (the reference, run natively)")
-    o = merged(QualityOptions, options, overrides, "time_to_quality")
-    _check_options(o)
+    o = merged(QualityOptions, options, overrides, "time_to_quality")   # checked as it is made (__post_init__)
     if spec.seed + o.seeds - 1 > SEED_MAX:   # each run takes the next seed: the last must be a seed too
         raise SpecError("seed", spec.seed, f"0..{SEED_MAX - o.seeds + 1} with seeds={o.seeds}",
                         f"seed={spec.seed} is not allowed with seeds={o.seeds}: the study runs seeds {spec.seed} to "
