@@ -56,10 +56,12 @@ class Workload:
             torch.manual_seed(s.seed)
             return _factory.build_model(s.model, s.size, s.seq_len, self.num_labels, s.dropout, s.seed)
         m = build_model(s.model, s.size, dropout=s.dropout, num_labels=self.num_labels or 2, seed=s.seed)
-        if hasattr(getattr(m, "config", None), "use_cache"):
-            # training never reads a key/value cache: building one in every forward is work for neither side, and
-            # its state changing from block to block recompiles each block under compile_scope="blocks"
-            m.config.use_cache = False
+        # training never reads a key/value cache: building one in every forward is work for neither side, and
+        # its state changing from block to block recompiles each block under compile_scope="blocks". Every config:
+        # T5's encoder and decoder keep copies of their own (its decoder's cache broke the graph 3 times a step)
+        for module in m.modules():
+            if hasattr(getattr(module, "config", None), "use_cache"):
+                module.config.use_cache = False
         return m
 
     def batches(self, split: str):
