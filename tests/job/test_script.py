@@ -275,6 +275,17 @@ def test_a_script_job_starts_the_script_from_the_callers_directory(tmp_path, mon
     assert "TCBENCH_FD" not in _runner.job_env(spec, backend_class(spec.backend), tmp_path, tmp_path)
 
 
+def test_a_job_gets_fixed_allocator_thresholds_unless_the_caller_set_its_own(tmp_path, monkeypatch):
+    spec = tc.preflight(tc.JobSpec(model="gpt2", backend="inductor"))
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    env = _runner.job_env(spec, backend_class(spec.backend), tmp_path, tmp_path)
+    assert env["MALLOC_TRIM_THRESHOLD_"] == str(2**30) and env["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    assert _runner.job_env(spec, backend_class(spec.backend), tmp_path, tmp_path)["MALLOC_MMAP_THRESHOLD_"] == str(
+        32 * 2**20)
+
+
 def test_how_a_script_that_ended_on_its_own_is_judged():
     spec = tc.JobSpec(script="train.py", batch_size=99, warmup_steps=1)
     recs = [StepRecord(step=i, step_s=0.5, samples_s=4 / 0.5, tokens_s=1.0, mem_bytes=0, warmup=i == 0)
