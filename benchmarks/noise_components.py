@@ -119,8 +119,11 @@ def _windows(series: list[tuple[float, float]], t0: float, width: float = 0.5) -
 
 
 def _loops(cpus: list[int], seconds: float) -> list[list[tuple[float, float]]]:
+    from tcbench.runner.process import ALLOCATOR_ENV   # the allocator's thresholds a tcbench job runs with
+
     procs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", LOOP, str(seconds)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env={**ALLOCATOR_ENV, **os.environ})
              for c in cpus]
     for p in procs:
         assert p.stdout.readline().strip() == "READY"

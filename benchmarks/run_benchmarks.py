@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import tcbench as tc  # noqa: E402
+from tcbench.runner.process import ALLOCATOR_ENV  # noqa: E402
 
 THREADS = 1   # one thread per job: honest on a shared machine (--threads to change)
 ROUNDS = 3   # A B A B A B per configuration: the speedup is the median of the per-round ratios
@@ -60,7 +61,9 @@ print(json.dumps({"median_step_s": statistics.median(times[spec["warmup_steps"]:
 
 
 def hand_loop(spec: tc.JobSpec) -> float:
-    env = {**os.environ, "USE_TORCH_XLA": "0", "OMP_NUM_THREADS": str(spec.threads), "HF_HUB_OFFLINE": "1"}
+    # the allocator's thresholds a tcbench job runs with (tcbench.runner.process.ALLOCATOR_ENV): the same process
+    env = {**ALLOCATOR_ENV, **os.environ, "USE_TORCH_XLA": "0", "OMP_NUM_THREADS": str(spec.threads),
+           "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", HAND_LOOP, spec.to_json()], capture_output=True, text=True, env=env,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["median_step_s"]

@@ -196,8 +196,8 @@ def drift(label: str, medians_s: Sequence[float]) -> str:
     if hi / lo - 1 <= DRIFT:
         return ""
     return (f"drift: the {label} job's median step moved {hi / lo - 1:.0%} between rounds ({lo * 1e3:.1f}–"
-            f"{hi * 1e3:.1f} ms): the machine's speed, or the luck of each round's process (its launcher's memory "
-            "layout), moved it; the interval counts this spread")
+            f"{hi * 1e3:.1f} ms): the machine's speed, or the luck of each round's process (where its memory "
+            "landed), moved it; the interval counts this spread")
 
 
 def break_even_range(compile_latency_s: float | None, native_step_s: float | None,
