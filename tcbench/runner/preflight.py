@@ -17,6 +17,7 @@ is a named ``SpecError`` instead of a failed job (or a traceback) minutes later:
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from tcbench.job import data as _data, factory as _factory
@@ -40,6 +41,13 @@ def _script(path: str) -> str:
             else "")
     if what:
         raise SpecError("script", path, allowed, f"script={path!r} {what} (resolved: {full}); allowed: {allowed}")
+    stem = os.path.basename(full)[:-3]
+    if stem in sys.stdlib_module_names:   # its folder comes first on the job's path: torch's own import of it fails
+        raise SpecError("script", path, "a script not named like a standard-library module",
+                        f"script={path!r} is named like Python's standard module {stem!r}: its folder comes first on "
+                        f"the job's import path, so torch's own `import {stem}` would load your script instead "
+                        f"(a job then fails in its imports); allowed: a script not named like a standard-library "
+                        f"module (rename it, e.g. train_{stem}.py)")
     return full
 
 

@@ -305,6 +305,7 @@ def test_how_a_script_that_ended_on_its_own_is_judged():
     ("missing.py", (), "script", "does not exist"),
     ("README.md", (), "script", "Python script (.py)"),
     ("folder.py", (), "script", "is a folder"),
+    ("profile.py", (), "script", "named like Python's standard module 'profile'"),
     ("ok.py", "--lr 3", "script_args", "a list of strings"),
     ("ok.py", ["--steps", 3], "script_args", "a list of strings"),
 ])
@@ -312,6 +313,7 @@ def test_bad_scripts_and_arguments_are_refused_before_any_process(script, args, 
                                                                    monkeypatch, no_process, store):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ok.py").write_text("")
+    (tmp_path / "profile.py").write_text("")
     (tmp_path / "README.md").write_text("")
     (tmp_path / "folder.py").mkdir()
     with pytest.raises(tc.SpecError) as e:
