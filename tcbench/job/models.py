@@ -141,7 +141,7 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
         kwargs = {"num_labels": num_labels} if task == "sequence-classification" else {}
         m = auto.from_pretrained(model, local_files_only=True, trust_remote_code=False, **kwargs)
         _apply_dropout(m.config, dropout)
-        return m
+        return _name_loss(m)
     if size not in SIZES:
         raise ValueError(f"size={size!r} is not allowed; allowed: {', '.join(SIZES)}")
     info = MODELS[model]
@@ -159,6 +159,17 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
     m = model_cls(cfg)
     if info.family == "gpt2":
         m.config.pad_token_id = 0
+    return _name_loss(m)
+
+
+def _name_loss(m: Any) -> Any:
+    """A model whose class names no loss transformers knows (``GPT2LMHeadModel``: ``loss_type`` None) gets the one
+    transformers falls back to, ``ForCausalLM``: the same loss, without the ``logger.warning_once`` that its
+    ``loss_function`` calls in every step and torch.compile breaks the graph on. Measured on the demo's spec (16
+    alternating forked Inductor jobs): a warm compile 2.5 s instead of 3.6 (Dynamo traces one graph, not three), the
+    step 1.0 % faster (log difference 0.010 ± 0.012)."""
+    if getattr(m, "loss_type", "") is None:
+        m.loss_type = "ForCausalLM"
     return m
 
 
