@@ -42,12 +42,12 @@ def _script(path: str) -> str:
     if what:
         raise SpecError("script", path, allowed, f"script={path!r} {what} (resolved: {full}); allowed: {allowed}")
     stem = os.path.basename(full)[:-3]
-    if stem in sys.stdlib_module_names:   # its folder comes first on the job's path: torch's own import of it fails
+    if stem in sys.stdlib_module_names:   # its folder comes first on the job's path (profile.py: cProfile's import)
         raise SpecError("script", path, "a script not named like a standard-library module",
                         f"script={path!r} is named like Python's standard module {stem!r}: its folder comes first on "
-                        f"the job's import path, so torch's own `import {stem}` would load your script instead "
-                        f"(a job then fails in its imports); allowed: a script not named like a standard-library "
-                        f"module (rename it, e.g. train_{stem}.py)")
+                        f"the job's import path, so any `import {stem}` in the job (torch and transformers import "
+                        f"many standard modules) would load your script instead; allowed: a script not named like "
+                        f"a standard-library module (rename it, e.g. train_{stem}.py)")
     return full
 
 
