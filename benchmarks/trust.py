@@ -107,16 +107,18 @@ def _pair_row(cmp: tc.Comparison, label: str, seconds: float) -> dict:
                 job_wall_s=[r.wall_s for r in cmp.results])
 
 
-def coverage(n: int, load: int) -> list[dict]:
-    """``n`` A/A comparisons (3 fixed rounds each), beside ``load`` bursty processes."""
+def coverage(n: int, load: int, rounds: int | None = 3) -> list[dict]:
+    """``n`` A/A comparisons (``rounds`` fixed rounds each; None: compare's default adaptive rule), beside ``load``
+    bursty processes."""
     out = []
     with Bursty(load):
         for i in range(n):
             t0 = time.monotonic()
-            cmp = tc.compare(SPEC, backends=["eager"], rounds=3)
+            cmp = tc.compare(SPEC, backends=["eager"], rounds=rounds)
             out.append(_pair_row(cmp, cmp.backends[1], time.monotonic() - t0))
             r = out[-1]
-            print(f"   A/A load={load} #{i}: {r['low']:.3f}-{r['high']:.3f} {r['verdict_kind']}", flush=True)
+            interval = "no interval" if r["low"] is None else f"{r['low']:.3f}-{r['high']:.3f}"
+            print(f"   A/A load={load} #{i}: {interval} {r['verdict_kind']}", flush=True)
     return out
 
 

@@ -117,9 +117,13 @@ def test_first_comparisons_test_heterogeneity_and_write_their_table():
 
 def test_the_aa_and_launcher_tables_say_what_the_goals_ask():
     aa = _script("aa_coverage")
-    row = dict(low=0.95, high=1.06, verdict_kind="inconclusive", resolution=0.055, noisy_jobs=0)
-    md = aa.markdown(dict(date="d", machine="m", quiet=[row, {**row, "low": 1.01}], load=[row]))
-    assert "| quiet machine | 2 | **1 (50%)** | 0 / 0 / 0 / 2 | ±5.5% (±5.5%–±5.5%) | 0 |" in md
+    row = dict(low=0.95, high=1.06, verdict_kind="inconclusive", resolution=0.055, noisy_jobs=0, rounds=4,
+               seconds=40.0)
+    md = aa.markdown(dict(date="d", machine="m", quiet=[row, {**row, "low": 1.01, "rounds": 8}], load=[row]))
+    assert "| quiet machine | 2 | **1 (50%)** | 0 / 0 / 0 / 2 | ±5.5% (±5.5%–±5.5%) | 6 (4–8) | 40 s | 0 |" in md
+    assert "3 rounds per comparison" in md   # a table of fixed rounds says how many
+    rule = aa.markdown(dict(date="d", machine="m", rounds=None, quiet=[row, row], load=[row]))
+    assert "compare's default rule per comparison" in rule
     ln = _script("launchers")
     groups = [[30.0, 30.5, 29.8], [36.0, 36.4, 35.8], [31.0, 30.6, 31.2]]
     found = ln.anova(groups)
