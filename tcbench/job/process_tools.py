@@ -18,6 +18,26 @@ from tcbench.job.protocol import Channel, CompileTimes, Compiler, Counters, End,
 from tcbench.job.backends import BackendUnavailable
 
 
+def stdlib_first(path: list[str]) -> list[str]:
+    """``path`` (a ``sys.path``) with the standard library's folders moved just after its first entry (the job's
+    working folder), ahead of the caller's folders that PYTHONPATH put there: a ``profile.py`` or ``code.py`` lying
+    in the caller's working folder never shadows the module of that name that torch imports, while the caller's
+    own modules still come before site-packages."""
+    import sys
+    import sysconfig
+
+    roots = tuple(os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib"))
+    zipped = f"python{sys.version_info.major}{sys.version_info.minor}.zip"
+
+    def std(p: str) -> bool:
+        real = os.path.realpath(p) if p else ""
+        return bool(real) and ("site-packages" not in real and "dist-packages" not in real) and (
+            real in roots or real.startswith(tuple(r + os.sep for r in roots)) or os.path.basename(real) == zipped)
+
+    head, rest = path[:1], path[1:]
+    return [*head, *(p for p in rest if std(p)), *(p for p in rest if not std(p))]
+
+
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a kernel restart must not leave a job running)."""
     try:

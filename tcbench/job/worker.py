@@ -21,7 +21,8 @@ from tcbench.job.factory import batch_size_of, loss_of, seq_len_of
 from tcbench.core.spec import JobSpec, is_factory
 from tcbench.core.results import TRACE_DIR
 from tcbench.job.process_tools import (RssMeter, TurnGate, add_spans, announce, classify, die_with_parent, finish,
-                                       gpu_env, pin_cpus, send_after_warmup, send_sched, steady_span, steady_start)
+                                       gpu_env, pin_cpus, send_after_warmup, send_sched, stdlib_first, steady_span,
+                                       steady_start)
 from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step, Turn
 from tcbench.job.backends.base import dist_backend
 from tcbench.job.backends import get_backend
@@ -277,6 +278,7 @@ def evaluate(spec: JobSpec, backend, work: "Workload", device) -> list[float]:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
+    sys.path[:] = stdlib_first(sys.path)   # the caller's folders (PYTHONPATH) never shadow a standard module
     # SIGINT means "stop" even when the caller's shell started us with it ignored (a background job, nohup, CI)
     import signal
 

@@ -48,7 +48,7 @@ import sys
 import traceback
 from typing import NoReturn, Sequence
 
-from tcbench.job.process_tools import die_with_parent, thread_names
+from tcbench.job.process_tools import die_with_parent, stdlib_first, thread_names
 from tcbench.core.catalog import MODELS
 
 MAX_PACKET = 1 << 20
@@ -323,6 +323,7 @@ def main(argv: list[str]) -> int:
     children."""
     sock = socket.socket(fileno=int(argv[0]))
     die_with_parent()
+    sys.path[:] = stdlib_first(sys.path)   # its imports (torch's of cProfile -> profile) never from the caller's folder
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the runner ends it (its socket, its death), never a Ctrl-C
     try:
         preload()

@@ -86,6 +86,19 @@ def _request(sock: socket.socket, tmp_path: Path, env: dict, spec: str,
     return answer["pid"], run_dir, log, read_fd
 
 
+def test_the_standard_library_comes_before_the_callers_folders_but_site_packages_after_them():
+    import sysconfig
+
+    from tcbench.job.process_tools import stdlib_first
+
+    std, dyn = sysconfig.get_paths()["stdlib"], os.path.join(sysconfig.get_paths()["platstdlib"], "lib-dynload")
+    site = sysconfig.get_paths()["purelib"]
+    zipped = os.path.join(os.path.dirname(std), f"python{sys.version_info.major}{sys.version_info.minor}.zip")
+    path = ["/run/dir", "/home/me/project", "/home/me/lib.zip", zipped, std, dyn, site]
+    assert stdlib_first(path) == ["/run/dir", zipped, std, dyn, "/home/me/project", "/home/me/lib.zip", site]
+    assert stdlib_first(stdlib_first(path)) == stdlib_first(path)
+
+
 def test_the_wire_carries_one_message_and_its_descriptors():
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     read_fd, write_fd = os.pipe()

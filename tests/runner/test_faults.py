@@ -273,6 +273,15 @@ def test_a_read_only_store_opens_for_history_reports_and_exports(tmp_path):
 
 
 # -- the job misbehaves ----------------------------------------------------------------------------------
+def test_modules_named_like_standard_ones_in_the_callers_folder_do_not_break_a_catalog_job(tmp_path, monkeypatch):
+    # torch imports cProfile, which imports profile; the caller's folder is on the job's path (its own modules)
+    for name in ("profile", "code", "pdb"):
+        (tmp_path / f"{name}.py").write_text(f"raise ImportError('the caller\\'s {name}.py was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    res = tc.run(TINY.replace(steps=4, warmup_steps=1))
+    assert res.ok, res.error
+
+
 def test_sigint_to_the_job_is_interrupted():
     """Jupyter's "Interrupt kernel" signals the kernel; a SIGINT that reaches the job itself is `interrupted`."""
     store = Store()
