@@ -17,6 +17,8 @@ from tcbench.store.api import Store
 from tcbench.tuning.compile_search.space import CompileConfig, size_of
 from tcbench.comparison import compare_configs
 
+NO_TRIAL_IN_BUDGET = "budget: no trial finished"   # how ``budget_words`` begins (search.py)
+
 
 @dataclass
 class CompileSearch:
@@ -70,6 +72,8 @@ class CompileSearch:
     def answer(self) -> str:
         """The result in one sentence, with its intervals."""
         if self.best is None:
+            if self.stop_reason.startswith(NO_TRIAL_IN_BUDGET):
+                return f"no configuration was measured: {self.stop_reason.removeprefix('budget: ')}"
             return f"no configuration kept loss parity and finished ({len(self.trials)} tried): see table()"
         if self.best == self.default:
             head = f"the default compiled configuration ({self.default.label()}) was the fastest of {self._tried()}"

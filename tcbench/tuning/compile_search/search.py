@@ -36,6 +36,7 @@ are re-exported here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import socket
 import threading
 import time
@@ -49,9 +50,10 @@ from tcbench.core.options import merged
 from tcbench.core.spec import SEED_MAX, JobSpec, SpecError, check_number
 from tcbench.measure.metrics import learned
 from tcbench.runner.preflight import check as preflight
+from tcbench.runner.preflight import check_blocks
 from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
-from tcbench.tuning.compile_search.result import CompileSearch, confirm_best
+from tcbench.tuning.compile_search.result import NO_TRIAL_IN_BUDGET, CompileSearch, confirm_best
 from tcbench.tuning.compile_search.space import (FIELDS, CompileConfig, bf16_supported, first_in, narrow, search_space,
                                           size_of)
 from tcbench.tuning.compile_search.trials import (PRUNERS, SAMPLERS, TRIAL_COLUMNS, CompileStudyContext, best_config,
@@ -104,6 +106,14 @@ def tune_compile(spec: JobSpec, *, options: CompileSearchOptions | None = None, 
                         "runs; allowed: None, or confirm=True")
     if o.space is not None:
         narrow({}, o.space)   # a bad field or choice is refused before any job starts
+        for scope in o.space.get("compile_scope") or ():   # and a scope the model's structure rules out (ALBERT)
+            try:
+                check_blocks(spec.replace(backend="inductor", compile_scope=scope), spec.model)
+            except SpecError as exc:
+                why = str(exc).split(": ", 1)[-1]   # what the model's structure rules out, and what it allows
+                raise SpecError("space", dict(o.space), f"compile_scope choices among {exc.allowed}",
+                                f"space['compile_scope'] contains {scope!r}, which {spec.model} does not allow: "
+                                f"{why}") from None
     from tcbench.runner.process import run
 
     started = time.monotonic()
@@ -130,9 +140,11 @@ def tune_compile(spec: JobSpec, *, options: CompileSearchOptions | None = None, 
         default = CompileConfig.default(native_spec)
         ctx = CompileStudyContext(study=study, observer=notify, stop=session.stop, store=store,
                                   comparison_id=session.comparison_id)
-        search_budget = o.budget_s - confirm_s - (time.monotonic() - started)
+        before_s = time.monotonic() - started
+        search_budget = o.budget_s - confirm_s - before_s
         reason = search(study, full, first_in(full, default), native_spec, native, search_budget, o.n_trials,
                         o.parity_rtol, o.seed, o.sampler == "grid", ctx)
+        reason = budget_words(reason, study, o, before_s, search_budget)
         trials = pd.DataFrame(trial_rows(study), columns=TRIAL_COLUMNS)
         result = CompileSearch(spec=native_spec, space=full, default=default, trials=trials, best=best_config(trials),
                                stop_reason=reason, study_name=name, storage=url,
@@ -145,6 +157,29 @@ def tune_compile(spec: JobSpec, *, options: CompileSearchOptions | None = None, 
         left = max(o.budget_s - (time.monotonic() - started), 1.0)
         confirm_best(result, min(confirm_s, left), o.resolve, notify, stop, store)
     return result
+
+
+def budget_words(reason: str, study: Any, o: CompileSearchOptions, before_s: float, search_s: float) -> str:
+    """``reason``, or — when the budget ended the search before any trial finished — a sentence that says so, with
+    the budget that would fit one trial (and the confirmation's share): the native job's time and the first trial's
+    (at least what it ran before it was stopped), a fifth more, rounded up to 10 s."""
+    from optuna.trial import TrialState
+
+    ran = [t for t in study.get_trials(deepcopy=False) if "duplicate_of" not in t.user_attrs]
+    if not reason.startswith("budget") or not ran or any(t.state == TrialState.COMPLETE for t in ran):
+        return reason
+    first = ran[0]
+    took = first.duration.total_seconds() if first.duration is not None else 0.0
+    stopped = "timed out" in first.user_attrs.get("reason", "")
+    need = before_s + took
+    if o.confirm:
+        need = need * 1.5 if o.confirm_budget_s is None else need + o.confirm_budget_s
+    fit = math.ceil(need * 1.2 / 10) * 10
+    share = (" and the confirmation's share" if o.confirm else "")
+    first = f"was stopped after {took:.0f} s (its compile had not ended)" if stopped else f"took {took:.0f} s"
+    return (f"{NO_TRIAL_IN_BUDGET} within the {max(search_s, 0):.0f} s that the budget of {o.budget_s:g} s "
+            f"left for the search after the native job ({before_s:.0f} s){share}; the first trial {first}. "
+            f"A budget of {'more than ' if stopped else ''}{fit} s fits one trial{share}")
 
 
 def _check(spec: Any, budget_s: Any, n_trials: Any, sampler: Any, pruner: Any, confirm_budget_s: Any,

@@ -5,6 +5,7 @@ tests/tuning/compile_search/test_compile_search_jobs.py."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -169,6 +170,30 @@ def test_n_trials_and_the_budget_end_the_search(calls, store):
     res = tune_compile(SPEC, n_trials=3, confirm=False, store=store)
     assert res.stop_reason == "n_trials=3 configurations were tried"
     assert sum(1 for s, _ in calls if s.backend == "inductor") == 3
+
+
+def test_a_budget_that_ends_before_any_trial_finishes_says_so_with_a_budget_that_fits(calls, store, monkeypatch):
+    import tcbench.runner.process
+
+    real = tcbench.runner.process.run
+
+    def slow_compile(spec, *args, **kwargs):   # every compiled trial is stopped by its timeout before a steady step
+        if spec.backend == "eager":
+            return real(spec, *args, **kwargs)
+        calls.append((spec, kwargs.get("label", "")))
+        time.sleep(0.4)   # longer than all the search's budget (at most 0.5 s less the confirmation's third)
+        return JobResult(spec=spec, status="failed", run_id=len(calls), label=kwargs.get("label", ""),
+                         error=f"timed out after timeout_s={spec.timeout_s:g} s; the steps measured so far are kept")
+
+    monkeypatch.setattr(tcbench.runner.process, "run", slow_compile)
+    res = tune_compile(SPEC, budget_s=0.5, store=store)
+    assert sum(1 for s, _ in calls if s.backend == "inductor") == 1 and res.best is None and res.confirmation is None
+    assert res.stop_reason.startswith("budget: no trial finished within the 0 s that the budget of 0.5 s left")
+    assert res.answer().startswith("no configuration was measured: no trial finished")
+    assert res.answer().endswith("A budget of more than 10 s fits one trial and the confirmation's share")
+    assert "was stopped after" in res.answer()
+    ok = tune_compile(SPEC, budget_s=0.5, confirm=False, store=store, space={"compile_scope": ["model"]})
+    assert ok.stop_reason.endswith("A budget of more than 10 s fits one trial")   # no confirmation, no share
 
 
 def test_a_resumed_study_runs_only_what_is_missing_and_refuses_other_settings(calls, store, tmp_path):
