@@ -117,7 +117,10 @@ class QualityTab:
                                 style={"description_width": "initial"}, layout=w.Layout(width="220px"))
         self.retune = w.Checkbox(value=False, description="retune lr at the big batch", indent=False,
                                  layout=w.Layout(width="auto"))
-        for name in ("seeds", "target", "budget", "big_batch", "retune"):
+        self.horizon = w.Text(value="", placeholder="not projected", description="Horizon (steps)",
+                              style={"description_width": "initial"}, layout=w.Layout(width="250px"),
+                              tooltip="the reference steps you train for: each candidate's time projected there")
+        for name in ("seeds", "target", "budget", "big_batch", "retune", "horizon"):
             getattr(self, name).add_class(f"tcb-quality-{name.replace('_', '-')}")
         self.run_button = w.Button(description="Run", icon="play", button_style="primary")
         self.run_button.add_class("tcb-quality-run")
@@ -139,7 +142,7 @@ class QualityTab:
         curves_box, bars_box = w.Box([self.curves_fig]), w.Box([self.bars_fig])
         curves_box.add_class("tcb-quality-curves")
         bars_box.add_class("tcb-quality-bars")
-        self.box = w.VBox([w.HBox([self.seeds, self.target, self.budget, self.big_batch, self.retune],
+        self.box = w.VBox([w.HBox([self.seeds, self.target, self.budget, self.big_batch, self.horizon, self.retune],
                                   layout=w.Layout(flex_flow="row wrap")),
                            w.HBox([self.run_button, self.stop_button, self.progress, self.progress_text]),
                            self.status, curves_box, bars_box, self.summary])
@@ -168,6 +171,11 @@ class QualityTab:
         if text and not (text.isdigit() and int(text) > 0):
             return {}, f"Big batch {text!r} is not a whole number above 0: leave it blank for the largest that fits."
         wanted["big_batch"] = int(text) if text else None
+        text = self.horizon.value.strip().replace(",", "").replace("_", "")
+        if text and not (text.isdigit() and int(text) > 0):
+            return {}, (f"Horizon {self.horizon.value.strip()!r} is not a whole number of steps above 0: leave it "
+                        "blank for no projection.")
+        wanted["horizon_steps"] = int(text) if text else None
         return wanted, ""
 
     # -- actions ---------------------------------------------------------------------------------
@@ -393,8 +401,13 @@ def table_frame(table: pd.DataFrame) -> pd.DataFrame:
 def summary_html(result: Any, table: pd.DataFrame) -> str:
     """The table, the target and where it came from, what the dollars mean, the premise check and the notes."""
     target = _number(result.target)
-    parts = [f"<p><b>Target:</b> held-out loss {_fmt(target, '{:.4g}')} — {html.escape(result.target_source)}</p>"
-             if target is not None else f"<p><b>No target:</b> {html.escape(result.target_source or 'none')}</p>"]
+    parts = []
+    if target is not None and getattr(result, "horizon_steps", None):   # the user's horizon leads
+        parts.append("<p class='tcb-quality-horizon'><b>At the length you train for</b> (projected from these runs: "
+                     "compile, throughput, samples ratio):<br>"
+                     + "<br>".join(html.escape(t) for t in result.projection_sentences()) + "</p>")
+    parts.append(f"<p><b>Target:</b> held-out loss {_fmt(target, '{:.4g}')} — {html.escape(result.target_source)}</p>"
+                 if target is not None else f"<p><b>No target:</b> {html.escape(result.target_source or 'none')}</p>")
     parts.append(tc.html_table(table_frame(table)))
     parts.append("<p style='font-size:12px'>speedup × and samples ratio ×: the reference's time (samples) ÷ the "
                  "candidate's over the seeds both reached the target, above 1 sooner; [low–high] its interval.</p>")

@@ -86,13 +86,13 @@ class Progress:
                 handler(self, event)
 
     # -- events ----------------------------------------------------------------------------------------
-    def _on_start(self, event: JobEvent, rnd: int = 0, total: int | None = None) -> None:
+    def _on_start(self, event: JobEvent, rnd: int | None = 0, total: int | None = None) -> None:
         """A job's bar; ``rnd`` and ``total`` from its JobStarted (another event before its start is still
-        shown, without them)."""
+        shown, without them; ``rnd`` None: a job of no comparison, never "round 1/3")."""
         name = event.label or event.backend
-        if self.rounds > 1 and rnd < self.rounds:
+        if rnd is not None and self.rounds > 1 and rnd < self.rounds:
             name += f" round {rnd + 1}/{self.rounds}"
-        elif self.rounds == 0 or rnd >= max(self.rounds, 1):
+        elif rnd is not None and (self.rounds == 0 or rnd >= max(self.rounds, 1)):
             # adaptive rounds (their number is known at the end), or a job numbered past the total this progress
             # was given (a study's searches number their own trials): never "round 5/3"
             name += f" round {rnd + 1}"
@@ -106,7 +106,7 @@ class Progress:
             self._say(job, f"starting (run {event.run_id}, {total} steps)")
 
     def _on_started(self, event: JobStarted) -> None:
-        self._on_start(event, event.round, event.spec.steps)
+        self._on_start(event, None if event.alone else event.round, event.spec.steps)
 
     def _on_phase(self, event: PhaseChanged) -> None:
         job = self._job(event)

@@ -100,20 +100,27 @@ def cmd_tune_compile(a: argparse.Namespace) -> int:
 
     # the API calls it seed; here --seed is the job's, so the sampler's is checked under its own flag first
     check_number("sampler_seed", a.sampler_seed, 0, SEED_MAX, whole=True)
-    res = tune_compile(job_spec(a, "eager"), budget_s=a.budget_s, n_trials=a.trials, space=space_of(a.space),
-                       storage=a.storage, study_name=a.study_name, sampler=a.sampler, pruner=a.pruner,
-                       seed=a.sampler_seed, confirm=not a.no_confirm, confirm_budget_s=a.confirm_budget_s,
-                       resolve=a.resolve, parity_rtol=a.parity_rtol, observer=None if a.json else _progress)
+    try:
+        res = tune_compile(job_spec(a, "eager"), budget_s=a.budget_s, n_trials=a.trials, space=space_of(a.space),
+                           storage=a.storage, study_name=a.study_name, sampler=a.sampler, pruner=a.pruner,
+                           seed=a.sampler_seed, confirm=not a.no_confirm, confirm_budget_s=a.confirm_budget_s,
+                           resolve=a.resolve, parity_rtol=a.parity_rtol, observer=None if a.json else _progress)
+    except SpecError as exc:   # space['compile_scope'] contains 'blocks', which … → --space compile_scope contains …
+        if exc.field != "space":
+            raise
+        raise ValueError(_space_words(str(exc))) from None
     if a.json:
         print(json.dumps(res.to_dict(), default=str, indent=1))
         return 0 if res.best is not None else 1
     columns = ["number", "label", "state", "median_step_ms", "step_iqr_ms", "compile_s", "parity", "reason"]
     table = res.table()
     print_table(table[columns] if a.trials_table else table[columns].head(8))
-    print(f"search: {res.stop_reason}")
+    answer = res.answer()
+    if res.stop_reason.removeprefix("budget: ") not in answer:   # a search that measured nothing says why once
+        print(f"search: {res.stop_reason}")
     for note in res.notes:
         print(f"note: {note}")
-    print(res.answer())
+    print(answer)
     if res.confirmation is not None:
         print(f"confirmation: tcbench show {res.confirmation.comparison_id} "
               f"(tcbench report {res.confirmation.comparison_id} for its charts)")
@@ -139,8 +146,13 @@ def space_of(given: list[tuple[str, list]] | None) -> dict[str, list] | None:
     try:
         narrow({}, out)
     except ValueError as exc:   # space['precision'] contains 'fp8' → --space precision contains 'fp8'
-        raise ValueError(re.sub(r"space\[('?)(\w+)\1\]", r"--space \2", str(exc))) from None
+        raise ValueError(_space_words(str(exc))) from None
     return out or None
+
+
+def _space_words(text: str) -> str:
+    """tune_compile's ``space['precision']`` in the command line's words: ``--space precision``."""
+    return re.sub(r"space\[('?)(\w+)\1\]", r"--space \2", text)
 
 
 def space_choice(text: str) -> tuple[str, list]:
@@ -228,7 +240,7 @@ def cmd_time_to_quality(a: argparse.Namespace) -> int:
     opts = tc.QualityOptions(seeds=a.seeds, target_loss=a.target_loss, eval_batches=a.eval_batches,
                              eval_every_samples=a.eval_every_samples, budget=a.budget, big_batch=a.big_batch,
                              max_batch=a.max_batch, retune=a.retune, check_premise=not a.no_premise_check,
-                             resume=not a.no_resume)
+                             resume=not a.no_resume, horizon_steps=a.horizon_steps)
     with Progress(rounds=a.seeds) as progress:
         def observe(event: Event) -> None:
             progress(event)
@@ -276,6 +288,9 @@ def _add_time_to_quality(sub: "argparse._SubParsersAction") -> None:
                    help="predict B1's learning rate without checking the starting one first")
     p.add_argument("--no-resume", action="store_true",
                    help="run every seed again even where an interrupted study with these settings finished some")
+    p.add_argument("--horizon-steps", type=int, default=None,
+                   help="the reference steps you train for: each candidate's time projected there from its compile, "
+                        "throughput and samples ratio, with the break-even horizon (default: not projected)")
     p.add_argument("--runs", action="store_true", help="also print every run")
     p.add_argument("--report", default=None, help="also write the study's HTML report to this file (default: none)")
     p.set_defaults(func=cmd_time_to_quality)

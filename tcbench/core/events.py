@@ -40,10 +40,12 @@ class JobEvent:
 
 @dataclass(frozen=True)
 class JobStarted(JobEvent):
-    """The job's run is stored and its process is about to start: ``round`` of its comparison, its ``spec``."""
+    """The job's run is stored and its process is about to start: ``round`` of its comparison, its ``spec``;
+    ``alone``: a job of no comparison (``tc.run``, a noise-scale job), which has no round."""
 
     round: int
     spec: JobSpec
+    alone: bool = False
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,7 @@ class NoiseScale:
     micro_batch: int         # b: the micro-batch size (B / k)
     steps: int               # the steady steps the estimate uses
     run_id: int | None = None
+    precision: str = "fp32"  # the job's: bf16/fp16 measured under autocast, on the fp32 parameters' gradients
 
     @property
     def bounded(self) -> bool:
@@ -125,9 +126,10 @@ class NoiseScale:
             return (f"gradient noise scale not resolved (|G|² ≤ 0 over {self.steps} steps): the gradient is noise-"
                     f"dominated at batch {self.batch_size} ({bound}); the rules' large-B_noise limits apply")
         high = "∞" if self.high is None else fmt_samples(self.high)
+        under = "" if self.precision == "fp32" else f"; under {self.precision} autocast, fp32 gradients"
         return (f"gradient noise scale B_simple ≈ {fmt_samples(self.b_simple)} samples (95 % interval "
                 f"{fmt_samples(self.low)}–{high}; {self.steps} steps, micro-batches of {self.micro_batch} in batches "
-                f"of {self.batch_size})")
+                f"of {self.batch_size}{under})")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -342,9 +342,9 @@ class JobSpec:
             divisors = [d for d in range(2, self.batch_size + 1) if self.batch_size % d == 0]
             raise SpecError("noise_micro_batches", k, f"0 (off) or a divisor >= 2 of batch_size={self.batch_size}: "
                             f"{', '.join(map(str, divisors)) or 'none (batch_size 1 cannot be split)'}")
-        for name, value, allowed in (("backend", self.backend, "'eager'"), ("precision", self.precision, "'fp32'"),
-                                     ("script", self.script, "None")):
-            if value != {"backend": "eager", "precision": "fp32", "script": None}[name]:
+        # any precision: under bf16/fp16 autocast the gradients are still those of the fp32 parameters
+        for name, value, allowed in (("backend", self.backend, "'eager'"), ("script", self.script, "None")):
+            if value != {"backend": "eager", "script": None}[name]:
                 raise SpecError(name, value, allowed, f"{name}={value!r} cannot measure the gradient noise scale "
                                 f"(noise_micro_batches={k}); it needs {name}={allowed}: the noise scale is a property "
                                 "of the model and data, measured on the native job")

@@ -102,7 +102,8 @@ def job_noise_scale(samples: Sequence[dict], spec: JobSpec, run_id: int | None =
     """(the job's ``NoiseScale``, "") or (None, why not: too few steady steps)."""
     try:
         est = estimate(noise_steps(samples, spec.warmup_steps), spec.batch_size,
-                       spec.batch_size // spec.noise_micro_batches, run_id=run_id, seed=spec.seed)
+                       spec.batch_size // spec.noise_micro_batches, run_id=run_id, seed=spec.seed,
+                       precision=spec.precision)
     except ValueError as exc:   # too few steady steps (the job ended early)
         return None, str(exc)
     return est, ""

@@ -16,6 +16,11 @@ start does; measure with the steps and learning rate the job will train with. Th
 block bootstrap over steps (neighbouring steps are correlated). Each step's estimate is very noisy and |G|²
 shrinks as training converges: when the interval's |G|² reaches 0 the noise scale is bounded below only
 (``high`` is None) — the gradient is noise-dominated at this batch, and any batch up to ``low`` is "small".
+
+**Mixed precision.** A bf16 or fp16 job is measured as it trains: its forward under autocast, the gradients those
+of its fp32 parameters (fp16's loss scaled, the gradients unscaled before their norms). Its noise scale agrees with
+the fp32 job's within the interval on tiny GPT-2 (tests/measure/test_noise.py); ``NoiseScale.precision``
+says which it was.
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ def per_step(small_sq: np.ndarray, big_sq: np.ndarray, batch: int, micro: int) -
 
 
 def estimate(samples: Sequence[dict], batch: int, micro: int, run_id: int | None = None,
-             seed: int = 0) -> NoiseScale:
-    """The noise scale from per-step samples ``{"small_sq": |G_b|², "big_sq": |G_B|²}`` (the steady steps)."""
+             seed: int = 0, precision: str = "fp32") -> NoiseScale:
+    """The noise scale from per-step samples ``{"small_sq": |G_b|², "big_sq": |G_B|²}`` (the steady steps; a step
+    whose norms are not finite, fp16's overflow, is left out); ``precision``: the job's, kept in the result."""
     rows = [s for s in samples if math.isfinite(s["small_sq"]) and math.isfinite(s["big_sq"])]
     if len(rows) < 2:
         raise ValueError(f"the gradient noise scale needs at least 2 measured steps; got {len(rows)}")
@@ -54,7 +60,7 @@ def estimate(samples: Sequence[dict], batch: int, micro: int, run_id: int | None
     return NoiseScale(b_simple=mean_tr / mean_g2 if mean_g2 > 0 else None,
                       low=max(low, 0.0) if math.isfinite(low) else None,
                       high=high if math.isfinite(high) else None, tr_sigma=mean_tr, g2=mean_g2, batch_size=batch,
-                      micro_batch=micro, steps=n, run_id=run_id)
+                      micro_batch=micro, steps=n, run_id=run_id, precision=precision)
 
 
 def _bootstrap(tr: np.ndarray, g2: np.ndarray, seed: int) -> np.ndarray:

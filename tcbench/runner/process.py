@@ -296,7 +296,8 @@ def run(spec: JobSpec, observer: Observer | None = None, stop: threading.Event |
                                     dir=private_dir(home() / "runs", tighten=True)))
     result = JobResult(spec=spec, status="running", run_id=run_id, artifacts=str(run_dir), round=round, label=label,
                        env=job_env_info(_threads(spec)))
-    notify(JobStarted(job=job, backend=spec.backend, label=result.name, run_id=run_id, round=round, spec=spec))
+    notify(JobStarted(job=job, backend=spec.backend, label=result.name, run_id=run_id, round=round, spec=spec,
+                      alone=comparison_id is None))
     try:
         ok, reason = backend_status(spec.backend)
         why_not = backend.parallel_unavailable(spec)

@@ -6,7 +6,8 @@ workers, ``find_max_batch``, ``time_to_quality``) runs inside one, so nothing le
 - the block ends normally: the status the caller set (``session.status``), else ``"interrupted"`` when the
   ``stop`` event is set, else ``"done"``;
 - a KeyboardInterrupt: ``"interrupted"``;
-- any other exception: ``error_status`` (``"failed"`` unless the caller says otherwise).
+- any other exception: ``error_status`` (``"failed"`` unless the caller says otherwise), with the exception's
+  type and words kept as the info's ``error``.
 
 The exception is always raised again. The info written is what ``session.info_at_finish()`` returns (when set),
 updated with ``session.finish_info``: computed at the finish, so a row ended by an error holds what was measured
@@ -54,7 +55,8 @@ def comparison_session(store: "Store", kind: str, spec: Any, backends: Sequence[
     except KeyboardInterrupt:
         _finish(store, session, "interrupted")
         raise
-    except BaseException:
+    except BaseException as exc:   # why it ended is kept with what it measured (``show`` says it)
+        session.finish_info.setdefault("error", f"{type(exc).__name__}: {exc}"[:500])
         _finish(store, session, error_status)
         raise
     _finish(store, session, session.status or ("interrupted" if session.stopped else "done"))

@@ -283,6 +283,11 @@ class Store:
                                            for i, label in enumerate(backends)])
         return cid
 
+    def update_comparison_info(self, comparison_id: int, info: dict) -> None:
+        """A running comparison's info as known so far (what a kill before its finish must not lose)."""
+        self._write("UPDATE comparisons SET info_json=:info, heartbeat=:now WHERE comparison_id=:cid",
+                    {"info": json.dumps(info, default=str), "now": time.time(), "cid": comparison_id})
+
     def finish_comparison(self, comparison_id: int, status: str, info: dict, rounds: int | None = None) -> None:
         """The comparison's final status and info (and, for adaptive rounds, how many rounds ran)."""
         self._write("UPDATE comparisons SET status=:status, info_json=:info, heartbeat=:now, "

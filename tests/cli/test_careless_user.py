@@ -145,6 +145,13 @@ CASES = [
      "--compile-scope", "ALBERT shares one layer across its depth"),
     ("blocks-on-albert-compare", ["compare", "--model", "albert-base-v2", "--compile-scope", "blocks"],
      "--compile-scope", "allowed: 'model' or 'step'"),
+    ("space-blocks-on-albert", ["tune-compile", "--model", "albert-base-v2", "--space", "compile_scope=model,blocks"],
+     "--space", "ALBERT shares one layer across its depth"),
+    ("space-only-blocks-on-albert", ["tune-compile", "--model", "albert-base-v2", "--space", "compile_scope=blocks"],
+     "--space", "allowed: 'model' or 'step'"),
+    ("ttq-big-batch-huge", ["time-to-quality", "--big-batch", "1000000000"], "--big-batch",
+     "--big-batch 1000000000 cannot fit gpt2 (tiny)"),
+    ("ttq-horizon-zero", ["time-to-quality", "--horizon-steps", "0"], "--horizon-steps", "whole number >= 1"),
     ("sampler-seed-negative", ["tune-compile", "--sampler-seed", "-1"], "--sampler-seed", "0..4294967295"),
     ("sampler-seed-huge", ["tune-compile", "--sampler-seed", "4294967296"], "--sampler-seed", "0..4294967295"),
     # 4. messages that mislead

@@ -289,8 +289,11 @@ def test_progress_never_counts_a_round_past_its_total():
         for rnd in (2, 3, 4):   # a study's searches number their own trials past the seeds it was given
             progress(tc.events.JobStarted(job=f"eager#{rnd}", backend="eager", label="eager", run_id=rnd,
                                           round=rnd, spec=spec))
+        # a job of no comparison (a study's noise-scale job) has no round: never "noise-scale round 1/3"
+        progress(tc.events.JobStarted(job="noise", backend="eager", label="noise-scale", run_id=9, round=0,
+                                      spec=spec, alone=True))
     names = [job["name"] for job in progress.jobs.values()]
-    assert names == ["eager round 3/3", "eager round 4", "eager round 5"]
+    assert names == ["eager round 3/3", "eager round 4", "eager round 5", "noise-scale"]
 
 
 def test_models_and_backends_tables(capsys):

@@ -107,12 +107,44 @@ def test_noise_scale_spec_is_refused_where_it_cannot_be_measured():
     with pytest.raises(tc.SpecError) as e:
         tc.JobSpec(batch_size=8, noise_micro_batches=3)
     assert e.value.field == "noise_micro_batches" and "2, 4, 8" in str(e.value)
-    for field, value in (("backend", "inductor"), ("precision", "bf16")):
+    for field, value in (("backend", "inductor"), ("script", "train.py")):
         with pytest.raises(tc.SpecError) as e:
             tc.JobSpec(batch_size=8, noise_micro_batches=2, **{field: value})
         assert e.value.field == field
+    for precision in ("bf16", "fp16"):   # measured under autocast, on the fp32 parameters' gradients
+        assert tc.JobSpec(batch_size=8, noise_micro_batches=2, precision=precision).precision == precision
     with pytest.raises(tc.SpecError, match="new_batch_size"):
         tc.predict_lr(tc.JobSpec(), 0, noise=NoiseScale(1.0, 0.5, 2.0, 1.0, 1.0, 8, 4, 10))
+
+
+def _noise_samples(precision: str, steps: int = 24) -> list[dict]:
+    """The eager backend's micro-batched steps on tiny GPT-2 in this process (1 thread), from the same weights and
+    batches whatever the precision."""
+    import torch
+
+    from tcbench.job.backends import get_backend
+    from tcbench.job.worker import Workload
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    spec = tc.JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=steps, warmup_steps=0, lr=2e-3,
+                      dropout=0.0, threads=1, precision=precision, noise_micro_batches=2)
+    work = Workload(spec)
+    backend = get_backend("eager")
+    backend.setup(spec, "")
+    backend.prepare(work.model(), spec)
+    it = iter(work.batches("train"))
+    losses = [float(backend.step(next(it))) for _ in range(steps)]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]   # it trains as the fp32 job does
+    return backend.noise_samples()
+
+
+def test_a_bf16_jobs_noise_scale_agrees_with_the_fp32_one_within_its_interval():
+    fp32, bf16 = (estimate(_noise_samples(p)[8:], 8, 4, precision=p) for p in ("fp32", "bf16"))
+    assert bf16.precision == "bf16" and "under bf16 autocast, fp32 gradients" in bf16.describe()
+    assert fp32.b_simple is not None and bf16.b_simple is not None
+    assert fp32.low <= bf16.b_simple <= (fp32.high or np.inf) and bf16.low <= fp32.b_simple <= (bf16.high or np.inf)
+    assert bf16.b_simple != fp32.b_simple   # the forward really ran in bf16 (the same figure would mean it did not)
 
 
 @pytest.mark.integration

@@ -73,6 +73,7 @@ def test_an_error_ends_it_failed_or_with_the_callers_error_status_and_is_raised_
             raise RuntimeError
     assert store.comparison_row(failed.comparison_id)["status"] == "failed"
     assert store.comparison_row(other.comparison_id)["status"] == "interrupted"
+    assert _info(store.comparison_row(failed.comparison_id)) == {"error": "ValueError: boom"}   # why, kept
 
 
 def test_info_that_cannot_be_computed_still_finishes_the_row(store):

@@ -78,7 +78,9 @@ def _fake(calls: list, error: Exception | None = None, hold: bool = False, profi
                     observer(event)
         while hold and not stop.is_set():
             stop.wait(0.02)
-        return _result(spec, profile)
+        result = _result(spec, profile)
+        result.horizon_steps = kw.get("horizon_steps")
+        return result
     return time_to_quality
 
 
@@ -110,19 +112,22 @@ def test_run_passes_the_run_tabs_job_and_the_tabs_settings(monkeypatch):
     assert call["candidates"] is None and call["seeds"] == 5 and call["budget"] == 3.0
     assert call["target_loss"] is None and call["big_batch"] is None and call["retune"] is False
     tab.seeds.value, tab.target.value, tab.budget.value, tab.big_batch.value = 3, " 2.75 ", 2.0, "16"
-    tab.retune.value = True
+    tab.retune.value, tab.horizon.value = True, "20,000"
     mine = [tc.Candidate("eager@8", panel.controls.spec.replace(batch_size=8))]
     tab.candidates = mine
     _run_tab(tab)
     call = calls[1]
     assert (call["seeds"], call["target_loss"], call["budget"], call["big_batch"], call["retune"]) == (
         3, 2.75, 2.0, 16, True)
+    assert call["horizon_steps"] == 20000 and calls[0]["horizon_steps"] is None
+    assert "At the length you train for" in tab.summary.value and "at 20,000 steps, inductor" in tab.summary.value
     assert call["candidates"] == mine
     tc.QualityOptions(**{k: v for k, v in call.items() if k not in ("spec", "candidates", "stop")})  # all fields
 
 
 @pytest.mark.parametrize("field, text, words", [("target", "low", "Target loss 'low' is not a number"),
-                                                ("big_batch", "8.5", "Big batch '8.5' is not a whole number")])
+                                                ("big_batch", "8.5", "Big batch '8.5' is not a whole number"),
+                                                ("horizon", "soon", "Horizon 'soon' is not a whole number")])
 def test_a_bad_input_is_said_and_nothing_runs(monkeypatch, field, text, words):
     calls: list = []
     monkeypatch.setattr(tc, "time_to_quality", _fake(calls))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Callable
 
@@ -110,7 +111,11 @@ class EagerBackend:
 
     def _noise_step(self, batch: dict, k: int) -> Any:
         """One optimizer step on the mean of k micro-batch gradients (the same update as the whole batch), keeping
-        |G_b|² (the micro-batches' mean squared norm) and |G_B|² (the mean gradient's) for the noise scale."""
+        |G_b|² (the micro-batches' mean squared norm) and |G_B|² (the mean gradient's) for the noise scale.
+
+        Mixed precision runs its forward under autocast as the job's steps do; the gradients are those of the fp32
+        parameters (fp16's loss scaled and the gradients unscaled, a step with an overflow skipped and not kept, as
+        GradScaler skips it)."""
         import torch
 
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -119,9 +124,13 @@ class EagerBackend:
                  for i in range(k)]
         total, small, losses = None, 0.0, []
         for part in parts:
-            loss = loss_of(self.forward(**part))
-            grads = [torch.zeros_like(p) if g is None else g
-                     for p, g in zip(params, torch.autograd.grad(loss, params, allow_unused=True))]
+            with autocast_ctx(self.device.type, self.spec.precision):
+                loss = loss_of(self.forward(**part))
+            scaled = loss if self.scaler is None else self.scaler.scale(loss)
+            grads = [torch.zeros_like(p) if g is None else g.float()
+                     for p, g in zip(params, torch.autograd.grad(scaled, params, allow_unused=True))]
+            if self.scaler is not None:
+                torch._foreach_div_(grads, float(self.scaler.get_scale()))
             small += float(torch.stack(torch._foreach_norm(grads)).double().pow(2).sum())
             if total is None:
                 total = grads
@@ -130,11 +139,14 @@ class EagerBackend:
             losses.append(loss.detach())
         torch._foreach_div_(total, float(k))
         big = float(torch.stack(torch._foreach_norm(total)).double().pow(2).sum())
+        self.noise.append({"small_sq": small / k, "big_sq": big})   # a non-finite step is left out of the estimate
+        if self.scaler is not None and not (math.isfinite(small) and math.isfinite(big)):   # fp16 overflowed
+            self.scaler.update(self.scaler.get_scale() * self.scaler.get_backoff_factor())
+            return torch.stack(losses).mean()
         for p, g in zip(params, total):
-            p.grad = g
+            p.grad = g.to(p.dtype)
         self.opt_step()
         self.opt.zero_grad(set_to_none=True)
-        self.noise.append({"small_sq": small / k, "big_sq": big})
         return torch.stack(losses).mean()
 
     def noise_samples(self) -> list[dict]:

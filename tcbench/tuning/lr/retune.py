@@ -378,9 +378,9 @@ def _predict(spec: JobSpec, new_batch: int, noise: Any, optimizer: str, store: S
     if noise is True:
         noise = stored_noise_scale(spec, store)
     if noise is None:
-        if spec.compiled or spec.precision != "fp32" or spec.batch_size % 2:
-            return None, (f"the noise scale is measured on an eager fp32 job with an even batch; this one is "
-                          f"{spec.backend} {spec.precision} at batch {spec.batch_size}")
+        if spec.batch_size % 2:   # measured on the native job (any precision) in two micro-batches
+            return None, (f"the noise scale is measured in two micro-batches of an even batch; this job's batch is "
+                          f"{spec.batch_size}")
         try:
             noise = noise_scale(spec, 2, notify, stop, store)
         except RuntimeError as exc:

@@ -75,7 +75,11 @@ def big_batch_for(spec: JobSpec, o: Any, observer: Observer | None, stop: thread
     budget = None if prof.is_local else prof.memory_budget_gb
     top = o.max_batch or 4 * spec.batch_size
     if o.big_batch is not None:
-        check_fits(spec.replace(backend=COMPILED, batch_size=o.big_batch), budget)
+        try:
+            check_fits(spec.replace(backend=COMPILED, batch_size=o.big_batch), budget)
+        except SpecError as exc:   # named as the user gave it: big_batch, not the batch_size of its job
+            raise SpecError("big_batch", o.big_batch, exc.allowed,
+                            str(exc).replace(f"batch_size={o.big_batch!r}", f"big_batch={o.big_batch!r}", 1)) from None
         try:
             check_fits(spec.replace(backend=NATIVE, batch_size=o.big_batch), budget)
             return o.big_batch, True, [f"B1 = {o.big_batch}: given"]
@@ -101,11 +105,9 @@ def big_batch_for(spec: JobSpec, o: Any, observer: Observer | None, stop: thread
 
 def default_candidates(spec: JobSpec, o: Any, observer: Observer | None, stop: threading.Event | None,
                        store: Store, grain: int) -> DefaultCandidates:
-    """The compiled candidate at the same batch, and at B1 with its predicted (and, with ``o.retune``, retuned)
-    learning rate, and native at B1 where it fits (module docstring)."""
-    from tcbench.tuning.lr.prediction import predict_lr
-    from tcbench.tuning.lr.retune import retune_lr
-
+    """The default candidates as planned before any of the study's jobs: the compiled candidate at the same batch,
+    and — at B1 (``big_batch_for``) — compiled, retuned (``o.retune``) and native where it fits, each still at the
+    reference's learning rate until ``learning_rates`` sets B1's (module docstring)."""
     out = DefaultCandidates([Candidate(COMPILED, spec.replace(backend=COMPILED))])
     b1, native_fits, out.notes = big_batch_for(spec, o, observer, stop, store, grain)
     if b1 is not None and b1 <= spec.batch_size:
@@ -114,21 +116,39 @@ def default_candidates(spec: JobSpec, o: Any, observer: Observer | None, stop: t
     if b1 is None or (stop is not None and stop.is_set()):
         return out
     out.big_batch = b1
+    out.candidates.append(Candidate(f"{COMPILED}@{b1}", spec.replace(backend=COMPILED, batch_size=b1)))
+    if o.retune:
+        out.candidates.append(Candidate(f"{COMPILED}@{b1} retuned", spec.replace(backend=COMPILED, batch_size=b1)))
+    if native_fits:
+        out.candidates.append(Candidate(f"native@{b1}", spec.replace(backend=NATIVE, batch_size=b1)))
+    return out
+
+
+def learning_rates(out: DefaultCandidates, spec: JobSpec, o: Any, observer: Observer | None,
+                   stop: threading.Event | None, store: Store) -> None:
+    """B1's learning rate in the planned candidates: predicted (``predict_lr``, its premise checked unless
+    ``o.check_premise`` is False) and, with ``o.retune``, retuned (``retune_lr``; without a rate found the retuned
+    candidate is left out, with a note). Run once the reference's runs have given the target, so that a target
+    they cannot reach is refused before these jobs."""
+    from tcbench.tuning.lr.prediction import predict_lr
+    from tcbench.tuning.lr.retune import retune_lr
+
+    b1 = out.big_batch
+    if b1 is None:
+        return
     native = spec.replace(backend=NATIVE)
     out.prediction = predict_lr(native, new_batch_size=b1, store=store, observer=observer, stop=stop,
                                 check_premise=o.check_premise)
-    lr = out.prediction.lr
     if not o.check_premise:
         out.notes.append(f"the learning rate at B1 = {b1} was predicted from lr0 = {spec.lr:g} unchecked "
                          "(check_premise=False)")
-    out.candidates.append(Candidate(f"{COMPILED}@{b1}", spec.replace(backend=COMPILED, batch_size=b1, lr=lr)))
+    retuned = None
     if o.retune and not (stop is not None and stop.is_set()):
         out.retune = retune_lr(native, b1, store=store, observer=observer, stop=stop, check_premise=o.check_premise)
-        if out.retune.best_lr is not None:
-            out.candidates.append(Candidate(f"{COMPILED}@{b1} retuned",
-                                            spec.replace(backend=COMPILED, batch_size=b1, lr=out.retune.best_lr)))
-        else:
+        retuned = out.retune.best_lr
+        if retuned is None:
             out.notes.append(f"retune_lr found no learning rate at batch {b1}: no retuned candidate")
-    if native_fits:
-        out.candidates.append(Candidate(f"native@{b1}", native.replace(batch_size=b1, lr=lr)))
-    return out
+    label = f"{COMPILED}@{b1} retuned"
+    out.candidates = [c if c.spec.batch_size != b1 else
+                      Candidate(c.label, c.spec.replace(lr=retuned if c.label == label else out.prediction.lr))
+                      for c in out.candidates if c.label != label or retuned is not None]

@@ -7,7 +7,8 @@ over several seeds toward one held-out target loss, and score each as MLPerf Tra
   ``budget`` times the reference's samples.
 - **The target** is ``target_loss``, or by default what the reference reaches at its own ``steps``: the median over
   its seeds of its held-out loss there (MLPerf's targets come from reference runs). The reference runs first; a
-  target that none of its runs reaches is refused before any other candidate runs.
+  target that none of its runs reaches is refused before any other job runs (the default candidates' B1 learning
+  rate — premise check, noise scale — is found after the reference: ``candidates.learning_rates``).
 - **A seed** sets the initialisation and the data order; the same seed in two candidates is a pair.
 - **No steps past the target**: once the target is known, each run ends at its first evaluation at or below it
   (``JobSpec.stop_at_loss``); the reference, whose runs set the default target, trains its whole budget.
@@ -44,7 +45,8 @@ from tcbench.runner.session import comparison_session
 from tcbench.store.api import Store
 from tcbench.store.history import get_run
 from tcbench.tuning.quality import view
-from tcbench.tuning.quality.candidates import Candidate, DefaultCandidates, default_candidates
+from tcbench.tuning.quality.candidates import Candidate, DefaultCandidates, default_candidates, learning_rates
+from tcbench.tuning.quality.projection import project, projection_table
 from tcbench.tuning.quality.scoring import MIN_RUNS, PairedRatio, Score, first_at, olympic, paired_ratio
 
 KIND = "time-to-quality"
@@ -67,6 +69,7 @@ class QualityOptions:
     retune: bool = False                    # also a candidate at B1 with retune_lr's learning rate
     check_premise: bool = True              # check lr0 before predicting B1's learning rate (tc.check_lr)
     resume: bool = True                     # lend the newest unfinished study's finished runs (same settings)
+    horizon_steps: int | None = None        # the reference steps a user trains for: each time projected there
 
     def __post_init__(self) -> None:
         _check_options(self)   # a bad setting is refused where it is written, not when a study uses it
@@ -107,6 +110,7 @@ class QualityResult:
     premise: Any = None
     notes: list[str] = field(default_factory=list)
     resumed_from: int | None = None
+    horizon_steps: int | None = None        # the horizon ``describe`` projects to (``projection``)
 
     @property
     def reference(self) -> Candidate:
@@ -164,6 +168,25 @@ class QualityResult:
                              cold_compiles=sum(r.cache == "cold" for r in mine) if c.spec.compiled else None,
                              note=t.reason))
         return pd.DataFrame(rows)
+
+    def projection(self, horizon_steps: int | None = None) -> pd.DataFrame:
+        """Each candidate's time to what the reference reaches at ``horizon_steps`` of its steps (default: the
+        study's ``horizon_steps``), projected from the runs' compile, throughput and samples ratio, with the
+        seed-paired speedup's 95 % interval and the break-even horizon (``projection`` module)."""
+        return projection_table(self, self._horizon(horizon_steps))
+
+    def projection_sentences(self, horizon_steps: int | None = None) -> list[str]:
+        """``projection`` in one sentence per candidate: "at 20,000 steps, inductor reaches the reference's quality
+        sooner: 1.7× (…); below 900 steps, native is sooner" (``describe`` leads with them)."""
+        horizon = self._horizon(horizon_steps)
+        return [view.horizon_sentence(p, self.reference.label) for p in project(self, horizon)]
+
+    def _horizon(self, horizon_steps: int | None) -> int:
+        horizon = self.horizon_steps if horizon_steps is None else horizon_steps
+        if horizon is None:
+            raise ValueError("horizon_steps=None is not allowed here; allowed: a whole number of the reference's "
+                             "steps (the study was run without horizon_steps)")
+        return horizon
 
     def runs_table(self) -> pd.DataFrame:
         """One row per run (its curve left out: ``runs[i].curve``)."""
@@ -228,25 +251,31 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
                             f"study {earlier.comparison_id} with these settings is running now (process "
                             f"{row.get('pid')} on {row.get('host')}): wait for it to end (then this one resumes it), "
                             "stop it, or pass resume=False (--no-resume) to run another study beside it")
-    result = QualityResult(target=math.nan, target_source="", candidates=[reference], profile=reference.spec.profile)
-    if earlier is not None:
+    result = QualityResult(target=math.nan, target_source="", candidates=[reference], profile=reference.spec.profile,
+                           horizon_steps=o.horizon_steps)
+    made: DefaultCandidates | None = None   # default candidates whose B1 learning rate is still to be found
+    resumed = earlier is not None and earlier.info.get("rates_known", True)
+    if resumed:
         result.candidates += [Candidate(label, JobSpec.from_stored(json.dumps(d)))
                               for label, d in earlier.info["plan"][1:]]
-        result.resumed_from = earlier.comparison_id
         # what the plan came from (the premise check B1's learning rate rests on, the notes on left-out candidates)
         # is the resumed study's: it is not run again, and not forgotten
         if earlier.info.get("premise") is not None:
             result.premise = StoredPremise(earlier.info["premise"], earlier.info.get("premise_held"))
         result.notes += [n for n in earlier.info.get("notes") or [] if not n.startswith("resumed study ")]
-        result.notes.append(f"resumed study {earlier.comparison_id}: its candidates and finished runs kept")
     elif given is not None:
         result.candidates += given
-    else:
+    else:   # planned now (B1); their learning rate once the reference's runs have given the target
         ref = reference.spec
         grain = o.eval_every_samples or ref.steps * ref.global_batch
-        made: DefaultCandidates = default_candidates(ref, o, observer, stop, store, grain)
+        made = default_candidates(ref, o, observer, stop, store, grain)
         result.candidates += [Candidate(c.label, preflight(c.spec)) for c in made.candidates]
-        result.premise, result.notes = made.premise, made.notes
+        result.notes = made.notes
+    if earlier is not None:
+        result.resumed_from = earlier.comparison_id
+        result.notes.append(f"resumed study {earlier.comparison_id}: its " + ("candidates and " if resumed else "")
+                            + "finished runs kept")
+    rates_known = made is None or made.big_batch is None
     others = result.candidates[1:]
     every = _every(o, result.candidates)
     ref_samples = reference.spec.steps * reference.spec.global_batch
@@ -256,7 +285,8 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
     info = dict(seeds=o.seeds, budget=o.budget, eval_every_samples=every, target_loss=o.target_loss, key=key,
                 plan=plan, resumed_from=result.resumed_from, reused_runs=sorted(r.run_id for r in kept.values()),
                 notes=result.notes, premise=getattr(result.premise, "verdict", None),
-                premise_held=getattr(result.premise, "held", None))
+                premise_held=getattr(result.premise, "held", None), rates_known=rates_known,
+                horizon_steps=o.horizon_steps)
     with comparison_session(store, KIND, reference.spec, [c.label for c in result.candidates], o.seeds, info,
                             stop) as session:
         result.comparison_id = session.comparison_id
@@ -277,6 +307,18 @@ def time_to_quality(spec: JobSpec, candidates: Sequence[Candidate] | None = None
             result.runs = _runs(done, math.nan, kept)
             return result
         result.target, result.target_source = _target(o, reference, done, seeds)
+        # stored as soon as it is known: a study interrupted (Ctrl-C, kill -9) among its candidates still scores
+        # what they ran
+        session.finish_info.update(target=result.target, target_source=result.target_source)
+        if not rates_known and not session.stopped:   # B1's learning rate: the premise check and the noise scale
+            learning_rates(made, reference.spec, o, observer, session.stop, store)
+            result.candidates[1:] = [Candidate(c.label, preflight(c.spec)) for c in made.candidates]
+            others, result.premise = result.candidates[1:], made.premise
+            session.finish_info.update(plan=[[c.label, c.spec.to_dict()] for c in result.candidates],
+                                       rates_known=not session.stopped, notes=result.notes,
+                                       premise=getattr(result.premise, "verdict", None),
+                                       premise_held=getattr(result.premise, "held", None))
+        store.update_comparison_info(session.comparison_id, session.info())
         for i, seed in enumerate(seeds):
             for c in others:
                 job(c, i, seed, result.target)
@@ -312,14 +354,15 @@ def load_quality(comparison_id: int, store: Store | None = None) -> QualityResul
                                                                       "was known",
                            candidates=candidates, comparison_id=int(comparison_id),
                            profile=candidates[0].spec.profile, notes=list(info.get("notes") or []),
-                           resumed_from=info.get("resumed_from"),
+                           resumed_from=info.get("resumed_from"), horizon_steps=info.get("horizon_steps"),
                            premise=None if info.get("premise") is None else StoredPremise(info["premise"],
                                                                                           info.get("premise_held")))
     status = str(row.get("status") or "")
     if status not in ("done", ""):   # show and report say so first: its table holds only what finished
+        why = f" ({info['error']})" if info.get("error") else ""
         result.notes.insert(0, "this study is still running: the runs below are those finished so far"
-                            if status == "running" else f"this study ended {status}, not done: the runs below are "
-                            "those that finished (run it again with the same settings to resume it)")
+                            if status == "running" else f"this study ended {status}{why}, not done: the runs below "
+                            "are those that finished (run it again with the same settings to resume it)")
     lent = set(info.get("reused_runs") or [])
     runs = {}
     for run_id in sorted(lent | set(store.comparison_runs(comparison_id)["run_id"].astype(int))):
@@ -339,6 +382,7 @@ def _check_options(o: QualityOptions) -> None:
     check_number("eval_every_samples", o.eval_every_samples, 1, whole=True, optional=True)
     check_number("big_batch", o.big_batch, 1, whole=True, optional=True)
     check_number("max_batch", o.max_batch, 1, whole=True, optional=True)
+    check_number("horizon_steps", o.horizon_steps, 1, whole=True, optional=True)
     for name in ("retune", "check_premise", "resume"):
         if not isinstance(getattr(o, name), bool):
             raise SpecError(name, getattr(o, name), "True or False")
@@ -398,8 +442,8 @@ def _job(spec: JobSpec, o: QualityOptions, every: int, ref_samples: int) -> JobS
 
 def _key(reference: Candidate, given: list[Candidate] | None, o: QualityOptions) -> dict:
     """What makes two studies the same for resuming: the reference, the candidates given (None: the defaults) and
-    every setting but ``resume``, as the stored JSON reads back."""
-    settings = {k: v for k, v in dataclasses.asdict(o).items() if k != "resume"}
+    every setting but ``resume`` and ``horizon_steps`` (neither changes what runs), as the stored JSON reads back."""
+    settings = {k: v for k, v in dataclasses.asdict(o).items() if k not in ("resume", "horizon_steps")}
     key = dict(reference=reference.spec.to_dict(), settings=settings,
                candidates=None if given is None else [[c.label, c.spec.to_dict()] for c in given])
     return json.loads(json.dumps(key, default=str))

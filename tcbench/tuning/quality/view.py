@@ -59,6 +59,23 @@ def _verdict(point: Any, low: Any, high: Any, better: str, worse: str) -> str:
     return f"inconclusive: {text}, the interval includes 1"
 
 
+def horizon_sentence(p: Any, reference: str) -> str:
+    """A ``projection.Projection`` in one sentence: "at 20,000 steps, inductor reaches the reference's quality sooner:
+    1.7× (1.5–1.9); below 900 steps, native is sooner" (reference ÷ candidate, per seed, as the table's ratios)."""
+    head = f"at {p.horizon_steps:,} steps, {p.label}"
+    if p.speedup is None:
+        return f"{head}: not projected ({p.note})"
+    text = f"{head} reaches the reference's quality {_verdict(p.speedup, p.low, p.high, 'sooner', 'later')}"
+    if p.break_even_steps is not None:
+        n = f"{p.break_even_steps:,.0f}"
+        text += (f"; below {n} steps, {reference} is sooner" if p.break_even_kind == "sooner above" else
+                 f"; above {n} steps, {reference} is sooner")
+    elif p.break_even_kind in ("always sooner", "never sooner"):
+        text += (f"; projected {'sooner' if p.break_even_kind == 'always sooner' else 'later'} than {reference} at "
+                 "every horizon")
+    return text
+
+
 def median_curve(points: list[list[tuple[float, float]]]) -> tuple[list[float], list[float]]:
     """The median over seeds at each evaluation index that every seed reached: (median wall s, median loss)."""
     n = min((len(p) for p in points), default=0)
@@ -108,8 +125,11 @@ def plot_bars(result: Any) -> go.Figure:
 def describe(result: Any) -> str:
     """The study in a few lines: the target, each candidate's time, cost and samples to target with the ratios
     against the reference, the premise check and the notes."""
-    lines = [f"target held-out loss {result.target:.4g} ({result.target_source})" if math.isfinite(result.target)
-             else f"no target: {result.target_source}"]
+    lines = []
+    if result.horizon_steps is not None and math.isfinite(result.target):   # the user's horizon leads
+        lines += result.projection_sentences()
+    lines.append(f"target held-out loss {result.target:.4g} ({result.target_source})" if math.isfinite(result.target)
+                 else f"no target: {result.target_source}")
     for _, row in result.table().iterrows():
         if row.candidate == result.reference.label:
             lines.append(f"- {row.candidate} (reference): {_num(row.time_to_target_s)} s to target, "

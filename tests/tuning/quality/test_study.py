@@ -9,7 +9,7 @@ import math
 import pytest
 
 import tcbench as tc
-from tcbench.core.extras import EvalPoint
+from tcbench.core.extras import EvalPoint, NoiseScale
 from tcbench.core.results import JobResult
 from tcbench.tuning.quality.study import Candidate, time_to_quality
 
@@ -25,7 +25,7 @@ def _fake(calls: list, never_below: float | None = None):
         jitter = 1 + 0.02 * ((job.seed * 7) % 5 - 2)   # seeds differ a little, the same in every candidate
         for step in range(1, job.steps + 1):
             samples += job.global_batch
-            if step % job.eval_every == 0:
+            if job.eval_every and step % job.eval_every == 0:
                 loss = 1.0 + 4.0 * 0.5 ** (samples / (HALF[job.batch_size] * jitter))
                 if never_below is not None:
                     loss = max(loss, never_below)
@@ -38,6 +38,11 @@ def _fake(calls: list, never_below: float | None = None):
         if job.compiled:
             res.figures = dataclasses.replace(res.figures, compile_latency_s=20.0 if job.seed == 0 else 4.0)
         res.extra.eval_curve = curve
+        res.extra.eval_loss = 1.0 + 4.0 * 0.5 ** (samples / (HALF[job.batch_size] * jitter))   # the premise reads it
+        if job.noise_micro_batches:   # a noise-scale job: its estimate, measured in the job's own precision
+            res.extra.noise_scale = NoiseScale(b_simple=8.0, low=4.0, high=16.0, tr_sigma=1.0, g2=0.125,
+                                               batch_size=job.batch_size, micro_batch=job.batch_size // 2, steps=9,
+                                               precision=job.precision)
         if store is not None:   # stored as the runner stores a job: a resumed study reads it back
             res.run_id = store.insert_run(job, comparison_id, round, label)
             store.finish_run(res)
@@ -135,6 +140,24 @@ def _predicted(monkeypatch, seen: list, lr: float = 2e-3):
     monkeypatch.setattr(prediction, "predict_lr", predict)
 
 
+def test_a_bf16_study_goes_through_the_default_candidates_with_its_noise_scale_measured_in_bf16(calls, store):
+    spec = SPEC.replace(precision="bf16")
+    res = time_to_quality(spec, seeds=3, eval_batches=2, store=store)   # the premise checked, lr predicted: real
+    noise = [job for _, _, job in calls if job.noise_micro_batches]
+    assert len(noise) == 1 and noise[0].precision == "bf16" and noise[0].backend == "eager"
+    assert [c.label for c in res.candidates] == ["native", "inductor", "inductor@16", "native@16"]
+    assert {c.spec.precision for c in res.candidates} == {"bf16"} and {job.precision for _, _, job in calls} == {"bf16"}
+    assert res.premise is not None and len(res.runs) == 12
+
+
+def test_a_target_the_reference_cannot_reach_is_refused_before_the_premise_and_the_noise_scale(calls, store):
+    with pytest.raises(tc.SpecError, match="^target_loss=0.5") as e:   # the fake's loss never falls below 1.0
+        time_to_quality(SPEC, seeds=3, target_loss=0.5, eval_batches=2, store=store)
+    assert e.value.field == "target_loss" and "its runs ended at" in str(e.value)
+    assert [(label, job.backend, job.lr) for label, _, job in calls] == [("native", "eager", SPEC.lr)] * 3
+    assert not any(job.noise_micro_batches for _, _, job in calls)   # no noise-scale job, no premise check
+
+
 def test_the_default_candidates_tell_the_compiler_and_the_batch_apart(calls, monkeypatch, store):
     asked: list = []
     _predicted(monkeypatch, asked)
@@ -173,7 +196,7 @@ def test_under_a_profiles_memory_b1_is_the_largest_batch_the_compiled_job_fits(c
 
 def test_a_big_batch_above_the_profiles_memory_is_refused_before_any_job(no_process, monkeypatch, store):
     _predicted(monkeypatch, [])
-    with pytest.raises(tc.SpecError, match="^batch_size="):
+    with pytest.raises(tc.SpecError, match="^big_batch="):
         time_to_quality(SPEC, seeds=3, profile="ml.g4dn.xlarge", big_batch=2**20, store=store)
 
 
@@ -206,6 +229,29 @@ def test_an_interrupted_study_resumes_without_running_its_finished_seeds_again(m
     seen.clear()
     other = time_to_quality(SPEC, INDUCTOR, seeds=4, eval_batches=2, store=store)   # other settings: a new study
     assert other.resumed_from is None and len(seen) == 8
+
+
+@pytest.mark.parametrize("raised, status", [(KeyboardInterrupt, "interrupted"), (RuntimeError, "failed")])
+def test_a_study_ended_among_its_candidates_keeps_its_target_and_says_why(raised, status, monkeypatch, store):
+    import tcbench.runner.process as runner
+
+    seen: list = []
+    fake = _fake(seen)
+
+    def run(job, *a, **k):
+        if len(seen) == 4:   # the reference's three seeds and the first of the candidate's ran
+            raise raised("the disk is full") if raised is RuntimeError else raised()
+        return fake(job, *a, **k)
+    monkeypatch.setattr(runner, "run", run)
+    with pytest.raises(raised):
+        time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, store=store)
+    cid = int(store.comparisons()["comparison_id"].max())
+    shown = tc.load_quality(cid, store=store)
+    assert store.comparison_row(cid)["status"] == status and math.isfinite(shown.target)
+    assert shown.target_source.startswith("the reference's")   # not "the study ended before its target was known"
+    assert any(r.reached for r in shown.runs if r.label == "inductor")   # its one run is scored against the target
+    why = " (RuntimeError: the disk is full)" if raised is RuntimeError else ""
+    assert shown.notes[0].startswith(f"this study ended {status}{why}, not done")
 
 
 def test_cost_to_target_is_the_time_at_the_profiles_rate_and_says_whose_speed(calls, store):

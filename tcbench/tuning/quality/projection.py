@@ -1,0 +1,130 @@
+"""Time to target at the length a user trains for: each candidate's time projected from the study's two factors.
+
+A study's target is reached in about a hundred steps, where a compile is most of a compiled job's time. A user trains
+for thousands. Goodput (Pollux, Qiao et al., OSDI 2021) is system throughput × statistical efficiency; here, per run
+of the study:
+
+- **compile** ``c``: the run's measured compile (0 for a native run);
+- **throughput** ``k``: seconds per sample of its training, ``(time to target − compile) ÷ samples to target``;
+- **samples ratio** ``s``: the candidate's samples to target ÷ the reference's, of the same seed.
+
+The reference trains ``N`` steps of its batch B (N·B samples); a candidate reaches what the reference reached there
+after ``s·N·B`` samples. So, seed by seed,
+
+    T_ref(N) = c_ref + N·B·k_ref          T(N) = c + s·N·B·k
+
+and the speedup at N is the seed-paired ratio T_ref(N) ÷ T(N), with the same 95 % t-interval as the study's own
+(``scoring.paired_ratio``). The **break-even** is where the two lines cross, on the seeds' medians of c, k and s:
+``N* = (c − c_ref) ÷ (B·(k_ref − s·k))`` — below it the reference is sooner (or above it, when the candidate compiles
+less and steps slower); none when one is sooner at every horizon.
+
+What this assumes, and says: the samples ratio measured at the study's target holds at the horizon. The gradient
+noise scale grows as the loss falls (McCandlish et al. 2018), so a bigger batch loses less statistical efficiency
+later in training than early: a bigger batch's ratio measured early is conservative for a long run. The throughput is
+the study's runs', first steps included, so a long run's is, if anything, a little better.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from tcbench.tuning.quality.scoring import paired_ratio
+
+
+@dataclass(frozen=True)
+class Factors:
+    """One run's factors: its compile (s), seconds per training sample, and samples to target."""
+
+    compile_s: float
+    s_per_sample: float
+    samples: float
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A candidate at a horizon of ``horizon_steps`` reference steps: its projected time to what the reference reaches
+    there (the seeds' median), the seed-paired speedup over the reference with its 95 % interval (``seeds`` pairs),
+    the horizon where it breaks even (None: sooner or later at every horizon, ``break_even_kind`` says which) and the
+    note on what the projection assumes for it."""
+
+    label: str
+    horizon_steps: int
+    time_s: float | None
+    speedup: float | None
+    low: float | None
+    high: float | None
+    seeds: int
+    break_even_steps: float | None
+    break_even_kind: str    # "sooner above", "sooner below", "always sooner", "never sooner", "unknown"
+    note: str = ""
+
+
+def factors(run: Any) -> Factors | None:
+    """A run's factors (``QualityRun``); None when it did not reach the target or its training time is not positive."""
+    if not run.reached or not run.time_s or not run.samples:
+        return None
+    compile_s = float(run.compile_s or 0.0)
+    train = float(run.time_s) - compile_s
+    if train <= 0:
+        return None
+    return Factors(compile_s, train / float(run.samples), float(run.samples))
+
+
+def _time(f: Factors, ratio: float, samples: float) -> float:
+    return f.compile_s + ratio * samples * f.s_per_sample
+
+
+def break_even(ref: Factors, cand: Factors, ratio: float, batch: int) -> tuple[float | None, str]:
+    """(N*, kind): the reference steps where T_ref(N) = T(N) (module docstring), and on which side the candidate is
+    sooner."""
+    slope = batch * (ref.s_per_sample - ratio * cand.s_per_sample)   # what each step saves (s), compile aside
+    extra = cand.compile_s - ref.compile_s                           # what the candidate pays up front (s)
+    if slope > 0 and extra > 0 and extra / slope >= 1:
+        return extra / slope, "sooner above"
+    if slope < 0 and extra < 0 and extra / slope >= 1:
+        return extra / slope, "sooner below"
+    # no crossing at a horizon of a step or more: one side is sooner at every horizon
+    return None, "always sooner" if slope > 0 or (slope == 0 and extra < 0) else "never sooner"
+
+
+def project(result: Any, horizon_steps: int) -> list[Projection]:
+    """Every candidate of a ``QualityResult`` but the reference, projected to ``horizon_steps`` reference steps."""
+    if isinstance(horizon_steps, bool) or not isinstance(horizon_steps, int) or horizon_steps < 1:
+        raise ValueError(f"horizon_steps={horizon_steps!r} is not allowed; allowed: a whole number of the "
+                         "reference's steps, at least 1")
+    ref_label, batch = result.reference.label, result.reference.spec.global_batch
+    samples = horizon_steps * batch
+    ref = {r.seed: factors(r) for r in result.runs if r.label == ref_label}
+    out = []
+    for c in result.candidates[1:]:
+        mine = {r.seed: factors(r) for r in result.runs if r.label == c.label}
+        pairs = {s: (ref[s], f) for s, f in mine.items() if f is not None and ref.get(s) is not None}
+        if not pairs:
+            out.append(Projection(c.label, horizon_steps, None, None, None, None, 0, None, "unknown",
+                                  "no seed where both it and the reference reached the target"))
+            continue
+        ratios = {s: f.samples / r.samples for s, (r, f) in pairs.items()}
+        ref_t = {s: _time(r, 1.0, samples) for s, (r, _) in pairs.items()}
+        cand_t = {s: _time(f, ratios[s], samples) for s, (_, f) in pairs.items()}
+        paired = paired_ratio(ref_t, cand_t)
+        med = Factors(*(statistics.median(getattr(f, k) for _, f in pairs.values()) for k in Factors.__annotations__))
+        med_ref = Factors(*(statistics.median(getattr(r, k) for r, _ in pairs.values())
+                            for k in Factors.__annotations__))
+        n_star, kind = break_even(med_ref, med, statistics.median(ratios.values()), batch)
+        note = ""
+        if c.spec.global_batch > batch:
+            note = ("its samples ratio was measured at the study's target; the noise scale grows as the loss falls, "
+                    "so at a long horizon a bigger batch needs relatively fewer samples: conservative")
+        out.append(Projection(c.label, horizon_steps, statistics.median(cand_t.values()), paired.point, paired.low,
+                              paired.high, paired.seeds, n_star, kind, note))
+    return out
+
+
+def projection_table(result: Any, horizon_steps: int) -> pd.DataFrame:
+    """``project`` as a table, one row per candidate."""
+    return pd.DataFrame([p.__dict__ for p in project(result, horizon_steps)],
+                        columns=list(Projection.__dataclass_fields__))
