@@ -177,7 +177,7 @@ class QualityResult:
 
     def projection_sentences(self, horizon_steps: int | None = None) -> list[str]:
         """``projection`` in one sentence per candidate: "at 20,000 steps, inductor reaches the reference's quality
-        sooner: 1.7× (…); below 900 steps, native is sooner" (``describe`` leads with them)."""
+        sooner: 1.7× (…); on the medians, native is sooner below 900 steps" (``describe`` leads with them)."""
         horizon = self._horizon(horizon_steps)
         return [view.horizon_sentence(p, self.reference.label) for p in project(self, horizon)]
 

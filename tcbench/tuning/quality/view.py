@@ -61,18 +61,19 @@ def _verdict(point: Any, low: Any, high: Any, better: str, worse: str) -> str:
 
 def horizon_sentence(p: Any, reference: str) -> str:
     """A ``projection.Projection`` in one sentence: "at 20,000 steps, inductor reaches the reference's quality sooner:
-    1.7× (1.5–1.9); below 900 steps, native is sooner" (reference ÷ candidate, per seed, as the table's ratios)."""
+    1.7× (1.5–1.9); on the medians, native is sooner below 900 steps" (reference ÷ candidate, per seed, as the
+    table's ratios; the break-even from the seeds' median factors)."""
     head = f"at {p.horizon_steps:,} steps, {p.label}"
     if p.speedup is None:
         return f"{head}: not projected ({p.note})"
     text = f"{head} reaches the reference's quality {_verdict(p.speedup, p.low, p.high, 'sooner', 'later')}"
-    if p.break_even_steps is not None:
+    if p.break_even_steps is not None:   # where the lines through the seeds' medians cross
         n = f"{p.break_even_steps:,.0f}"
-        text += (f"; below {n} steps, {reference} is sooner" if p.break_even_kind == "sooner above" else
-                 f"; above {n} steps, {reference} is sooner")
+        text += (f"; on the medians, {reference} is sooner below {n} steps" if p.break_even_kind == "sooner above"
+                 else f"; on the medians, {reference} is sooner above {n} steps")
     elif p.break_even_kind in ("always sooner", "never sooner"):
-        text += (f"; projected {'sooner' if p.break_even_kind == 'always sooner' else 'later'} than {reference} at "
-                 "every horizon")
+        text += (f"; on the medians, {'sooner' if p.break_even_kind == 'always sooner' else 'later'} than "
+                 f"{reference} at every horizon")
     return text
 
 

@@ -45,7 +45,7 @@ def test_a_compile_paid_once_breaks_even_where_the_steps_have_paid_it_back():
     assert short.speedup < 1 and short.high < 1   # at 100 steps the compile is most of it: decisively later
     text = horizon_sentence(p, "native")
     assert text.startswith("at 5,000 steps, inductor reaches the reference's quality sooner: 1.82×")
-    assert text.endswith("below 500 steps, native is sooner")
+    assert text.endswith("on the medians, native is sooner below 500 steps")
 
 
 def test_the_interval_is_the_seed_paired_t_interval_of_the_projected_times():
@@ -76,7 +76,7 @@ def test_each_side_of_the_break_even_and_a_candidate_without_pairs():
                 for r in res.runs]
     below, never, unknown = project(res, 2000)
     assert below.break_even_kind == "sooner below" and below.break_even_steps == pytest.approx(4 / (4 * 0.002))
-    assert horizon_sentence(below, "native").endswith("above 500 steps, native is sooner")
+    assert horizon_sentence(below, "native").endswith("on the medians, native is sooner above 500 steps")
     assert never.break_even_kind == "never sooner" and never.break_even_steps is None and never.high < 1
     assert unknown.speedup is None and unknown.break_even_kind == "unknown"
     assert "not projected" in horizon_sentence(unknown, "x")
@@ -85,7 +85,7 @@ def test_each_side_of_the_break_even_and_a_candidate_without_pairs():
     ref_f = Factors(compile_s=0.010, s_per_sample=0.003, samples=96)
     assert break_even(ref_f, Factors(0.009, 0.0023, 176), 1.83, 4) == (None, "never sooner")
     assert break_even(ref_f, Factors(0.011, 0.0010, 96), 1.0, 4) == (None, "always sooner")
-    assert "later than native at every horizon" in horizon_sentence(never, "native")
+    assert "on the medians, later than native at every horizon" in horizon_sentence(never, "native")
 
 
 def test_describe_leads_with_the_horizon_and_bad_horizons_are_named():
