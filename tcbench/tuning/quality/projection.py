@@ -21,7 +21,10 @@ less and steps slower); none when one is sooner at every horizon.
 What this assumes, and says: the samples ratio measured at the study's target holds at the horizon. The gradient
 noise scale grows as the loss falls (McCandlish et al. 2018), so a bigger batch loses less statistical efficiency
 later in training than early: a bigger batch's ratio measured early is conservative for a long run. The throughput is
-the study's runs', first steps included, so a long run's is, if anything, a little better.
+the study's runs', first steps included, so a long run's is, if anything, a little better. And the reference needs
+its N steps to reach its own quality at N steps: true while its held-out loss falls, not where it has flattened
+(small BERT's did: its 640-step loss was first reached at 48-344 steps, and the projected times came out several
+times the measured ones; benchmarks/horizon_check_bert-base-cased.md).
 """
 
 from __future__ import annotations
