@@ -158,6 +158,33 @@ def test_a_target_the_reference_cannot_reach_is_refused_before_the_premise_and_t
     assert not any(job.noise_micro_batches for _, _, job in calls)   # no noise-scale job, no premise check
 
 
+def test_a_study_stopped_before_b1s_learning_rate_resumes_by_finding_it_never_with_lr0(monkeypatch, store):
+    import threading
+
+    import tcbench.runner.process as runner
+
+    seen: list = []
+    stop = threading.Event()
+    fake = _fake(seen)
+
+    def run(job, *a, **k):
+        res = fake(job, *a, **k)
+        if len(seen) == 3:   # the reference's three seeds ran: stopped before B1's learning rate is found
+            stop.set()
+        return res
+    monkeypatch.setattr(runner, "run", run)
+    asked: list = []
+    _predicted(monkeypatch, asked, lr=7e-3)
+    first = time_to_quality(SPEC, seeds=3, eval_batches=2, stop=stop, store=store)
+    assert not asked and store.comparison_row(first.comparison_id)["status"] == "interrupted"
+    monkeypatch.setattr(runner, "run", fake)
+    seen.clear()
+    again = time_to_quality(SPEC, seeds=3, eval_batches=2, store=store)
+    assert again.resumed_from == first.comparison_id and len(asked) == 1   # found now, not taken from the plan
+    assert {c.spec.lr for c in again.candidates if c.spec.batch_size == 16} == {7e-3}
+    assert not any(label == "native" for label, _, _ in seen)   # the reference's runs were kept
+
+
 def test_the_default_candidates_tell_the_compiler_and_the_batch_apart(calls, monkeypatch, store):
     asked: list = []
     _predicted(monkeypatch, asked)
