@@ -77,6 +77,11 @@ def factors(run: Any) -> Factors | None:
     return Factors(compile_s, train / float(run.samples), float(run.samples))
 
 
+def _median(runs: list[Factors]) -> Factors:
+    """Each factor's median over the seeds."""
+    return Factors(*(statistics.median(getattr(f, k) for f in runs) for k in Factors.__annotations__))
+
+
 def _time(f: Factors, ratio: float, samples: float) -> float:
     return f.compile_s + ratio * samples * f.s_per_sample
 
@@ -114,10 +119,8 @@ def project(result: Any, horizon_steps: int) -> list[Projection]:
         ref_t = {s: _time(r, 1.0, samples) for s, (r, _) in pairs.items()}
         cand_t = {s: _time(f, ratios[s], samples) for s, (_, f) in pairs.items()}
         paired = paired_ratio(ref_t, cand_t)
-        med = Factors(*(statistics.median(getattr(f, k) for _, f in pairs.values()) for k in Factors.__annotations__))
-        med_ref = Factors(*(statistics.median(getattr(r, k) for r, _ in pairs.values())
-                            for k in Factors.__annotations__))
-        n_star, kind = break_even(med_ref, med, statistics.median(ratios.values()), batch)
+        n_star, kind = break_even(_median([r for r, _ in pairs.values()]), _median([f for _, f in pairs.values()]),
+                                  statistics.median(ratios.values()), batch)
         note = ""
         if c.spec.global_batch > batch:
             note = ("its samples ratio was measured at the study's target; the noise scale grows as the loss falls, "

@@ -109,7 +109,9 @@ def test_two_runs_that_never_reach_the_target_invalidate_a_candidate(monkeypatch
     assert all(not r.reached and r.status == "ok" for r in res.runs if r.label == "inductor")   # kept
 
 
-def test_a_stop_during_the_reference_keeps_its_runs_and_runs_no_other_candidate(monkeypatch, store):
+def _stop_after(monkeypatch, n: int):
+    """The fake runner installed, with the user's Stop pressed once ``n`` jobs ran: (the jobs seen, the stop event,
+    the fake itself, to run a resumed study without a stop)."""
     import threading
 
     import tcbench.runner.process as runner
@@ -120,9 +122,15 @@ def test_a_stop_during_the_reference_keeps_its_runs_and_runs_no_other_candidate(
 
     def run(job, *a, **k):
         res = fake(job, *a, **k)
-        stop.set()   # the user presses Stop during the first reference run
+        if len(seen) == n:
+            stop.set()
         return res
     monkeypatch.setattr(runner, "run", run)
+    return seen, stop, fake
+
+
+def test_a_stop_during_the_reference_keeps_its_runs_and_runs_no_other_candidate(monkeypatch, store):
+    seen, stop, _ = _stop_after(monkeypatch, 1)   # the user presses Stop during the first reference run
     res = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, stop=stop, store=store)
     assert len(seen) == 1 and [r.label for r in res.runs] == ["native"] and "stopped" in res.target_source
     assert store.comparison_row(res.comparison_id)["status"] == "interrupted"
@@ -159,20 +167,9 @@ def test_a_target_the_reference_cannot_reach_is_refused_before_the_premise_and_t
 
 
 def test_a_study_stopped_before_b1s_learning_rate_resumes_by_finding_it_never_with_lr0(monkeypatch, store):
-    import threading
-
     import tcbench.runner.process as runner
 
-    seen: list = []
-    stop = threading.Event()
-    fake = _fake(seen)
-
-    def run(job, *a, **k):
-        res = fake(job, *a, **k)
-        if len(seen) == 3:   # the reference's three seeds ran: stopped before B1's learning rate is found
-            stop.set()
-        return res
-    monkeypatch.setattr(runner, "run", run)
+    seen, stop, fake = _stop_after(monkeypatch, 3)   # the reference's three seeds ran: before B1's learning rate
     asked: list = []
     _predicted(monkeypatch, asked, lr=7e-3)
     first = time_to_quality(SPEC, seeds=3, eval_batches=2, stop=stop, store=store)
@@ -228,20 +225,9 @@ def test_a_big_batch_above_the_profiles_memory_is_refused_before_any_job(no_proc
 
 
 def test_an_interrupted_study_resumes_without_running_its_finished_seeds_again(monkeypatch, store):
-    import threading
-
     import tcbench.runner.process as runner
 
-    seen: list = []
-    stop = threading.Event()
-    fake = _fake(seen)
-
-    def run(job, *a, **k):
-        res = fake(job, *a, **k)
-        if len(seen) == 4:   # the reference's three seeds and the first of the candidate's
-            stop.set()
-        return res
-    monkeypatch.setattr(runner, "run", run)
+    seen, stop, fake = _stop_after(monkeypatch, 4)   # the reference's three seeds and the first of the candidate's
     first = time_to_quality(SPEC, INDUCTOR, seeds=3, eval_batches=2, stop=stop, store=store)
     assert store.comparison_row(first.comparison_id)["status"] == "interrupted" and len(first.runs) == 4
     seen.clear()
