@@ -41,6 +41,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -131,11 +132,20 @@ def mapped_file_pages() -> list[tuple[int, int]]:
     return runs
 
 
+# The CUDA driver's idle thread ("cuda00001800007") that NVML's device count starts: Inductor's import asks
+# torch.cuda.is_available() (torch/_inductor/runtime/benchmarking.py), which under PYTORCH_NVML_BASED_CUDA_CHECK=1
+# asks NVML and creates no CUDA context; nvmlShutdown does not end the thread. On an H200 (torch 2.11) a child forked
+# beside it ran CUDA kernels and an Inductor compile (benchmarks/gpu.md, run 5). Allowed only while CUDA is not
+# initialised: a context comes with threads of other names ("cuda-EvtHandlr"), which are refused.
+DRIVER_THREAD = re.compile(r"cuda[0-9a-f]{8,}")
+
+
 def unsafe_state() -> str:
-    """Why forking this process now would be unsafe ("" when it is not): more than one thread (an OpenMP pool, a
-    library's worker), CUDA initialised, torch_xla imported (its PJRT client)."""
+    """Why forking this process now would be unsafe ("" when it is not): a thread beside this one (an OpenMP pool, a
+    library's worker; the CUDA driver's idle thread, ``DRIVER_THREAD``, excepted), CUDA initialised, torch_xla
+    imported (its PJRT client)."""
     threads = thread_names()
-    if len(threads) != 1:
+    if len(threads) != 1 + sum(bool(DRIVER_THREAD.fullmatch(t)) for t in threads[1:]):
         return f"the launcher has {len(threads)} threads ({', '.join(threads)}); forking is only safe with one"
     if "torch_xla" in sys.modules:
         return "the launcher imported torch_xla; its PJRT runtime does not survive a fork"

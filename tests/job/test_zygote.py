@@ -129,7 +129,7 @@ def test_the_launcher_starts_without_the_threads_libraries_start_at_import_unles
     assert asked["OPENBLAS_NUM_THREADS"] == "4" and asked["JE_ARROW_MALLOC_CONF"] == "narenas:2"
 
 
-def test_a_launcher_with_a_second_thread_refuses_to_fork_and_names_its_threads():
+def test_a_launcher_with_a_second_thread_refuses_to_fork_and_names_its_threads_but_the_cuda_drivers_idle_one():
     code = ("import ctypes, threading\n"
             "from tcbench.job.zygote import unsafe_state\n"
             "print(unsafe_state() or 'safe')\n"
@@ -137,16 +137,23 @@ def test_a_launcher_with_a_second_thread_refuses_to_fork_and_names_its_threads()
             "def named():\n"
             "    ctypes.CDLL(None).prctl(15, b'lib_bg_thd')   # PR_SET_NAME, as a library's thread names itself\n"
             "    go.wait()\n"
-            "threading.Thread(target=named).start()\n"
+            "def driver():   # the CUDA driver's idle thread, as NVML's device count starts it on a GPU machine\n"
+            "    ctypes.CDLL(None).prctl(15, b'cuda00001800007')\n"
+            "    go.wait()\n"
+            "threading.Thread(target=driver).start()\n"
             "import time; time.sleep(0.2)\n"
+            "print(unsafe_state() or 'safe')\n"
+            "threading.Thread(target=named).start()\n"
+            "time.sleep(0.2)\n"
             "print(unsafe_state())\n"
             "go.set()\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=launcher_environ({**os.environ, "OMP_NUM_THREADS": "1"}))
     assert out.returncode == 0, out.stderr[-2000:]
-    before, after = out.stdout.strip().splitlines()
-    assert before == "safe"
-    assert after.startswith("the launcher has 2 threads (") and after.endswith(", lib_bg_thd); forking is only safe with one")
+    before, beside_driver, after = out.stdout.strip().splitlines()
+    assert before == "safe" and beside_driver == "safe"
+    assert after.startswith("the launcher has 3 threads (") and after.endswith(
+        ", cuda00001800007, lib_bg_thd); forking is only safe with one")
 
 
 def test_a_forked_child_becomes_the_job_and_dies_with_the_launchers_socket(launcher, tmp_path):
