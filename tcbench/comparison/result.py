@@ -144,7 +144,8 @@ class Comparison:
         noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
         what_to_do = advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
                             self.rule and self.rule.budget_s, self.stop_kind, bool(noisy),
-                            self.rule and self.rule.max_rounds)
+                            self.rule and self.rule.max_rounds,
+                            gpu=any(r.device.startswith("cuda") for a, b in pairs for r in (a, b)))
         kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds, what_to_do,
                              self.rule.resolve if self.rule else DEFAULT_RESOLVE)
         nat_med = median_of([a.median_step_s for a, _ in complete])

@@ -137,12 +137,13 @@ STOP_KINDS = ("rounds", "resolved", "budget", "max_rounds", "broken", "stopped")
 
 
 def advice(threads: int | None, rounds: int, resolve: float | None, budget_s: float | None, stop_kind: str = "",
-           noisy: bool = False, max_rounds: int | None = None) -> str:
+           noisy: bool = False, max_rounds: int | None = None, gpu: bool = False) -> str:
     """What would make the next measurement decisive, matched to why this one was not: disturbed jobs (``noisy``)
     need a quieter machine, not more rounds; otherwise what ended the rounds (``stop_kind``, one of ``STOP_KINDS``:
     a fixed count, the budget, the maximum, a resolution too coarse for the difference). Names only settings the
-    job did not already use."""
-    out = [] if threads == 1 else ["run with threads=1 (spinning OpenMP threads of 2+ per job make steps scatter)"]
+    job did not already use; ``gpu``: the jobs computed on a GPU, whose steps OpenMP threads do not scatter."""
+    spinning = threads != 1 and not gpu
+    out = ["run with threads=1 (spinning OpenMP threads of 2+ per job make steps scatter)"] if spinning else []
     if noisy:
         return "; ".join([*out, "stop other work on this machine (or run on cores no other process uses)"])
     if resolve is None or stop_kind == "rounds":

@@ -158,6 +158,9 @@ def test_memory_interval_needs_two_rounds():
 
 def test_advice_never_repeats_a_setting_the_job_used():
     assert "threads=1" in WHAT and "resolve=0.05" in WHAT and "fixed 3" in WHAT
+    # a GPU job's steps are not scattered by OpenMP threads: threads=1 is not advice there
+    assert "threads=1" in advice(threads=None, rounds=2, resolve=0.05, budget_s=60, stop_kind="budget")
+    assert "threads=1" not in advice(threads=None, rounds=2, resolve=0.05, budget_s=60, stop_kind="budget", gpu=True)
     used = advice(threads=1, rounds=4, resolve=0.05, budget_s=60)
     assert "threads=1" not in used and "resolve" not in used and "budget_s=60" in used
     assert "budget" not in advice(threads=1, rounds=4, resolve=0.05, budget_s=None)
