@@ -11,11 +11,13 @@ cannot finish in what is left is skipped and says so, and one that runs into the
 measured so far. Step times are the jobs' own: each step ends with a device synchronisation (``Backend.sync``).
 
 The checks (issue 35): 1 doctor on CUDA; 2 eager against inductor on gpt2 (base, seq 128, batch 32, bf16 on
-sm80+, 3 rounds); 3 find_max_batch under a 24 GiB cap (an ml.g5's A10G) against SageMaker's table; 4 A/A; 5
-``reduce-overhead`` against the default mode; 6 bert-base-cased, roberta-base, distilbert-base-uncased as in 2;
+sm80+, compare's default rule; 2 rounds in the dry run); 3 find_max_batch under a 24 GiB cap (an ml.g5's A10G)
+against SageMaker's table; 4 A/A; 5 ``reduce-overhead`` against the default mode; 6 bert-base-cased, roberta-base,
+distilbert-base-uncased as in 2;
 7 a short tune_compile; 8 time to quality (issue 38): native against the default candidates (inductor at the batch,
 inductor and native at 4× it with the predicted learning rate), 3 seeds, to the reference's held-out loss at its
-steps. ``--device cpu --quick`` runs 1-4 with tiny models and skips the rest with the reason.
+steps, each projected to HORIZON_STEPS with its break-even. ``--device cpu --quick`` runs 1-4 with tiny models
+and skips the rest with the reason.
 The install on the GPU machine (no network there): ``benchmarks/gpu.md``.
 """
 
@@ -46,6 +48,10 @@ SAGEMAKER_GPT2 = {"profile": "ml.g5.4xlarge", "seq_len": 128, "native": 84, "com
                   "source": "SageMaker Training Compiler's tested-model table (gpt2, ml.g5.4xlarge, seq 128)"}
 PYTORCH2_GEOMEAN = "the PyTorch 2 paper: 1.41x training speedup, geometric mean over its benchmarks, A100"
 OTHER_MODELS = ("bert-base-cased", "roberta-base", "distilbert-base-uncased")
+# check 8 projects each candidate to this many reference steps (a short fine-tune; the H200's compare put gpt2 base's
+# break-even at 628-896 steps)
+HORIZON_STEPS = 2000
+COMPILED_LABEL = "inductor"   # the default candidates' compiled job at the reference's batch
 
 
 def precision_for(device: str, capability: tuple[int, int] | None) -> str:
@@ -201,9 +207,13 @@ def check_doctor(tc: Any, plan: Plan, stop: threading.Event) -> Outcome:
 def check_compare(tc: Any, plan: Plan, stop: threading.Event, model: str | None = None,
                   check: str = "2", name: str = "compare") -> Outcome:
     spec = plan.spec(tc, **({"model": model} if model else {}))
+    # on the GPU compare's default rule, as a user gets it (rounds until ±5 % or 60 s, after a pilot of 4); the
+    # CPU dry run keeps its fixed rounds (CI's time)
+    rounds = plan.rounds if plan.quick else None
+    rule = f"{rounds} rounds" if rounds else "compare's default rule"
     out = Outcome(check, name, f"eager against inductor: {spec.model} ({spec.size}), seq {spec.seq_len}, "
-                               f"batch {spec.batch_size}, {spec.precision}, {plan.rounds} rounds")
-    cmp = tc.compare(spec, backends=["inductor"], rounds=plan.rounds, stop=stop)
+                               f"batch {spec.batch_size}, {spec.precision}, {rule}")
+    cmp = tc.compare(spec, backends=["inductor"], rounds=rounds, stop=stop)
     out.figures = _comparison(cmp)
     jobs = out.figures["jobs"].get("inductor", [])
     out.figures["compile_cold_s"] = next((j["compile_latency_s"] for j in jobs if j["cache_state"] == "cold"), None)
@@ -298,13 +308,18 @@ def check_time_to_quality(tc: Any, plan: Plan, stop: threading.Event) -> Outcome
     if plan.quick:
         out.status, out.reason = "skipped", "--quick: three seeds of four candidates take minutes of jobs"
         return out
-    res = tc.time_to_quality(plan.spec(tc), seeds=3, check_premise=False, max_batch=4 * plan.batch_size, stop=stop)
+    res = tc.time_to_quality(plan.spec(tc), seeds=3, check_premise=False, max_batch=4 * plan.batch_size,
+                             horizon_steps=HORIZON_STEPS, stop=stop)
     table = json.loads(res.table().to_json(orient="records"))
+    projection = json.loads(res.projection().to_json(orient="records"))
     out.figures = {"target": res.target, "target_source": res.target_source, "quality": table,
                    "runs": json.loads(res.runs_table().to_json(orient="records", default_handler=str)),
-                   "describe": res.describe(), "notes": list(res.notes)}
+                   "describe": res.describe(), "notes": list(res.notes), "horizon_steps": HORIZON_STEPS,
+                   "projection": projection, "projection_sentences": res.projection_sentences()}
     out.expect = {"a target": res.target == res.target,
-                  "every candidate scored": all(r.get("time_to_target_s") is not None for r in table)}
+                  "every candidate scored": all(r.get("time_to_target_s") is not None for r in table),
+                  "a break-even horizon for the compiled candidate at the same batch": any(
+                      p.get("break_even_steps") is not None for p in projection if p.get("label") == COMPILED_LABEL)}
     return out
 
 
@@ -439,6 +454,9 @@ def _section(out: Outcome) -> list[str]:
         lines.append("- " + ", ".join(f"{k} {_fmt(v)}" for k, v in r.items()))
     for r in f.get("quality", []):
         lines.append("- " + ", ".join(f"{k} {_fmt(v)}" for k, v in r.items() if v is not None))
+    for p in f.get("projection", []):
+        lines.append(f"- at {p['horizon_steps']} steps: " + ", ".join(f"{k} {_fmt(v)}" for k, v in p.items()
+                                                                      if v is not None and k != "horizon_steps"))
     if f.get("describe"):
         lines += ["", "```", f["describe"], "```"]
     for t in f.get("trials", []):
