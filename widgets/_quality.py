@@ -137,15 +137,19 @@ class QualityTab:
                              "blank: the largest that fits the Run tab's profile.</p>")
         self.status.add_class("tcb-quality-status")
         self.curves_fig, self.bars_fig = _curves_figure(), _bars_figure()
+        self.horizon_fig = go.FigureWidget(layout=dict(template="plotly_white", height=380))
         self.summary = w.HTML("")
         self.summary.add_class("tcb-quality-summary")
         curves_box, bars_box = w.Box([self.curves_fig]), w.Box([self.bars_fig])
         curves_box.add_class("tcb-quality-curves")
         bars_box.add_class("tcb-quality-bars")
+        # time to target against the horizon: shown once a study with a horizon has ended
+        self.horizon_box = w.Box([self.horizon_fig], layout=w.Layout(display="none"))
+        self.horizon_box.add_class("tcb-quality-horizon-chart")
         self.box = w.VBox([w.HBox([self.seeds, self.target, self.budget, self.big_batch, self.horizon, self.retune],
                                   layout=w.Layout(flex_flow="row wrap")),
                            w.HBox([self.run_button, self.stop_button, self.progress, self.progress_text]),
-                           self.status, curves_box, bars_box, self.summary])
+                           self.status, curves_box, bars_box, self.horizon_box, self.summary])
         self.box.add_class("tcb-quality")
 
     # -- state -----------------------------------------------------------------------------------
@@ -313,7 +317,20 @@ class QualityTab:
         self.draw_curves(curves, _number(result.target), result.target_source)
         table = result.table()
         self.draw_bars(table)
+        self.draw_horizon(result)
         self.summary.value = summary_html(result, table)
+
+    def draw_horizon(self, result: Any) -> None:
+        """The study's time to target against the horizon (``QualityResult.plot_horizon``: a line and band per
+        candidate, the break-evens, the horizon) when it was run with one and has a target; hidden otherwise."""
+        shown = bool(getattr(result, "horizon_steps", None)) and _number(result.target) is not None
+        self.horizon_box.layout.display = "" if shown else "none"
+        with self.horizon_fig.batch_update():
+            self.horizon_fig.data = ()
+            if shown:
+                fig = result.plot_horizon()
+                self.horizon_fig.layout = fig.layout
+                self.horizon_fig.add_traces(fig.data)
 
     def draw_curves(self, curves: dict[str, dict[int, list[Any]]], target: float | None, source: str = "") -> None:
         """Per candidate (one colour each): a faint line per seed, the median over seeds bold; the target dashed."""

@@ -121,6 +121,14 @@ def test_run_passes_the_run_tabs_job_and_the_tabs_settings(monkeypatch):
         3, 2.75, 2.0, 16, True)
     assert call["horizon_steps"] == 20000 and calls[0]["horizon_steps"] is None
     assert "At the length you train for" in tab.summary.value and "at 20,000 steps, inductor" in tab.summary.value
+    # the chart of time to target against the horizon, shown for a study with a horizon only
+    assert tab.horizon_box.layout.display == "" and "20,000 steps" in tab.horizon_fig.layout.title.text
+    names = [t.name for t in tab.horizon_fig.data]
+    assert "native" in names and "eager@8" in names and "your horizon: 20,000 steps" in names
+    assert any(n and n.startswith("inductor: not projected") for n in names)   # it never reached the target
+    tab.horizon.value = ""
+    _run_tab(tab)
+    assert tab.horizon_box.layout.display == "none" and not tab.horizon_fig.data
     assert call["candidates"] == mine
     tc.QualityOptions(**{k: v for k, v in call.items() if k not in ("spec", "candidates", "stop")})  # all fields
 

@@ -29,12 +29,14 @@ times the measured ones; benchmarks/horizon_check_bert-base-cased.md).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
+from tcbench.measure.interval import log_interval
 from tcbench.tuning.quality.scoring import paired_ratio
 
 
@@ -99,18 +101,29 @@ def break_even(ref: Factors, cand: Factors, ratio: float, batch: int) -> tuple[f
     return None, "always sooner" if slope > 0 or (slope == 0 and extra < 0) else "never sooner"
 
 
+def _check_steps(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r} is not allowed; allowed: a whole number of the reference's steps, at "
+                         "least 1")
+    return value
+
+
+def _pairs(result: Any, label: str) -> dict[int, tuple[Factors, Factors]]:
+    """Per seed, the reference's factors and ``label``'s, where both reached the target (the reference's own: its
+    factors twice)."""
+    ref = {r.seed: factors(r) for r in result.runs if r.label == result.reference.label}
+    mine = {r.seed: factors(r) for r in result.runs if r.label == label}
+    return {s: (ref[s], f) for s, f in mine.items() if f is not None and ref.get(s) is not None}
+
+
 def project(result: Any, horizon_steps: int) -> list[Projection]:
     """Every candidate of a ``QualityResult`` but the reference, projected to ``horizon_steps`` reference steps."""
-    if isinstance(horizon_steps, bool) or not isinstance(horizon_steps, int) or horizon_steps < 1:
-        raise ValueError(f"horizon_steps={horizon_steps!r} is not allowed; allowed: a whole number of the "
-                         "reference's steps, at least 1")
-    ref_label, batch = result.reference.label, result.reference.spec.global_batch
+    _check_steps("horizon_steps", horizon_steps)
+    batch = result.reference.spec.global_batch
     samples = horizon_steps * batch
-    ref = {r.seed: factors(r) for r in result.runs if r.label == ref_label}
     out = []
     for c in result.candidates[1:]:
-        mine = {r.seed: factors(r) for r in result.runs if r.label == c.label}
-        pairs = {s: (ref[s], f) for s, f in mine.items() if f is not None and ref.get(s) is not None}
+        pairs = _pairs(result, c.label)
         if not pairs:
             out.append(Projection(c.label, horizon_steps, None, None, None, None, 0, None, "unknown",
                                   "no seed where both it and the reference reached the target"))
@@ -128,6 +141,35 @@ def project(result: Any, horizon_steps: int) -> list[Projection]:
         out.append(Projection(c.label, horizon_steps, statistics.median(cand_t.values()), paired.point, paired.low,
                               paired.high, paired.seeds, n_star, kind, note))
     return out
+
+
+def time_curves(result: Any, steps: Sequence[int]) -> pd.DataFrame:
+    """Each candidate's time (the reference's too) to what the reference reaches at each of ``steps``: the
+    geometric mean over its seeds with their 95 % interval (log scale, as the study's own time spread; no interval
+    from one seed). A candidate no seed projects (``project`` says why) has no rows."""
+    for n in steps:
+        _check_steps("steps", n)
+    batch = result.reference.spec.global_batch
+    rows = []
+    for c in result.candidates:
+        pairs = _pairs(result, c.label)
+        for n in steps:
+            logs = [math.log(_time(f, f.samples / r.samples, n * batch)) for r, f in pairs.values()]
+            point, low, high = log_interval(logs)
+            if point is not None:
+                rows.append(dict(label=c.label, steps=n, time_s=point, low=low, high=high, seeds=len(logs)))
+    return pd.DataFrame(rows, columns=["label", "steps", "time_s", "low", "high", "seeds"])
+
+
+def horizon_steps_grid(horizon_steps: int, projections: Sequence[Projection], points: int = 60) -> list[int]:
+    """Reference steps to draw a study's times at: geometric from 1 to beyond both the horizon and every
+    break-even (10× the larger), the horizon and the break-evens among them."""
+    top = 10 * max([horizon_steps, *(math.ceil(p.break_even_steps) for p in projections
+                                     if p.break_even_steps is not None)])
+    grid = {max(1, round(top ** (i / (points - 1)))) for i in range(points)}
+    grid |= {horizon_steps, *(max(1, round(p.break_even_steps)) for p in projections
+                              if p.break_even_steps is not None)}
+    return sorted(grid)
 
 
 def projection_table(result: Any, horizon_steps: int) -> pd.DataFrame:

@@ -200,6 +200,11 @@ class QualityResult:
         """Time (and cost) to target per candidate with the seeds' 95 % intervals."""
         return view.plot_bars(self)
 
+    def plot_horizon(self, horizon_steps: int | None = None) -> Any:
+        """Each candidate's time to the reference's quality against the horizon (default: the study's
+        ``horizon_steps``), a line in its seeds' 95 % band, the break-evens marked, the horizon a vertical line."""
+        return view.plot_horizon(self, self._horizon(horizon_steps))
+
     def describe(self) -> str:
         return view.describe(self)
 

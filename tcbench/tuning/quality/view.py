@@ -1,6 +1,6 @@
 """How a time-to-quality study is shown: the held-out loss against wall time (each seed faint, the median over seeds
-bold, the target as a line), bars of time and cost to target with their intervals, the summary in words, and the
-HTML report (``tcbench report``)."""
+bold, the target as a line), bars of time and cost to target with their intervals, time to target against the
+horizon a user trains for (``plot_horizon``), the summary in words, and the HTML report (``tcbench report``)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
+from plotly.colors import hex_to_rgb, qualitative
 from plotly.subplots import make_subplots
 
 from tcbench.view.format import fmt_number
 from tcbench.view.plots import LAYOUT
 from tcbench.host.paths import GENERATOR_META, check_output
+from tcbench.tuning.quality.projection import horizon_steps_grid, project, time_curves
 from tcbench.view.report import check_plotlyjs, write_plotlyjs
 
 SHOWN = ["candidate", "backend", "batch_size", "lr", "time_to_target_s", "time_low", "time_high", "usd_to_target",
@@ -123,6 +124,54 @@ def plot_bars(result: Any) -> go.Figure:
     return fig
 
 
+def _fill(hex_color: str, alpha: float = 0.18) -> str:
+    r, g, b = hex_to_rgb(hex_color)
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
+def plot_horizon(result: Any, horizon_steps: int) -> go.Figure:
+    """Time to target against the horizon: per candidate (the reference too) its projected time to what the reference
+    reaches at each number of its steps, a line (the geometric mean over seeds) in a band (their 95 % interval), on
+    log axes; each break-even marked where it crosses the reference's line; the user's horizon a dotted vertical
+    line. A candidate no seed projects is a legend entry that says why (``projection`` module)."""
+    projections = project(result, horizon_steps)
+    steps = horizon_steps_grid(horizon_steps, projections)
+    curves = time_curves(result, steps)
+    fig = go.Figure(layout=dict(LAYOUT, title=f"Time to the reference's quality at each horizon (bands: the seeds' "
+                                              f"95 % interval; × break-even) — yours: {horizon_steps:,} steps",
+                                xaxis=dict(type="log", title="reference steps you train for"),
+                                yaxis=dict(type="log", title="time to what the reference reaches there, s")))
+    why = {p.label: p.note for p in projections if p.speedup is None}
+    for i, c in enumerate(result.candidates):
+        rows = curves[curves["label"] == c.label]
+        meta = {"candidate": c.label}
+        if rows.empty:
+            fig.add_scatter(x=[None], y=[None], mode="lines", line=dict(color=color(i)), meta=meta,
+                            name=f"{c.label}: not projected ({why.get(c.label, 'the reference reached no target')})")
+            continue
+        if rows["low"].notna().all():
+            fig.add_scatter(x=[*rows["steps"], *rows["steps"][::-1]], y=[*rows["high"], *rows["low"][::-1]],
+                            fill="toself", fillcolor=_fill(color(i)), line=dict(width=0), hoverinfo="skip",
+                            legendgroup=c.label, showlegend=False, meta={**meta, "band": True})
+        fig.add_scatter(x=rows["steps"], y=rows["time_s"], mode="lines", line=dict(color=color(i), width=2.5),
+                        name=c.label, legendgroup=c.label, meta=meta,
+                        hovertemplate=f"{html.escape(c.label)}: %{{y:.3g}} s at %{{x:,}} steps<extra></extra>")
+    ref = curves[curves["label"] == result.reference.label].set_index("steps")["time_s"]
+    crossings = [(p, round(p.break_even_steps)) for p in projections
+                 if p.break_even_steps is not None and round(p.break_even_steps) in ref.index]
+    if crossings:
+        fig.add_scatter(x=[n for _, n in crossings], y=[ref[n] for _, n in crossings], mode="markers+text",
+                        marker=dict(symbol="x", size=11, color="black"), textposition="top center",
+                        text=[f"{p.label}: {n:,}" for p, n in crossings], name="break-even (on the medians)",
+                        meta={"break_even": [p.label for p, _ in crossings]})
+    if len(curves):
+        low = curves["low"].fillna(curves["time_s"]).min()
+        high = curves["high"].fillna(curves["time_s"]).max()
+        fig.add_scatter(x=[horizon_steps, horizon_steps], y=[low, high], mode="lines", meta={"horizon": True},
+                        line=dict(color="black", dash="dot", width=1.5), name=f"your horizon: {horizon_steps:,} steps")
+    return fig
+
+
 def describe(result: Any) -> str:
     """The study in a few lines: the target, each candidate's time, cost and samples to target with the ratios
     against the reference, the premise check and the notes."""
@@ -176,6 +225,8 @@ def to_html(result: Any, path: str | Path, plotlyjs: str = "directory") -> Path:
     first = {"directory": "directory", "cdn": "cdn", "inline": True}[check_plotlyjs(plotlyjs)]
     target = check_output(path, "path")   # never over the store, a SQLite file, or into a missing folder
     figs = [plot_curves(result), plot_bars(result)]
+    if result.horizon_steps is not None and math.isfinite(result.target):   # the user's horizon: its chart first
+        figs.insert(0, plot_horizon(result, result.horizon_steps))
     divs = "".join(f"<div>{f.to_html(full_html=False, include_plotlyjs=first if i == 0 else False)}</div>"
                    for i, f in enumerate(figs))
     summary = "".join(f"<p>{html.escape(line)}</p>" for line in describe(result).splitlines())

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 import tcbench as tc
-from tcbench.tuning.quality.projection import Factors, break_even, factors, project
+from tcbench.tuning.quality.projection import Factors, break_even, factors, project, time_curves
 from tcbench.tuning.quality.view import horizon_sentence
 from tcbench.tuning.quality.study import Candidate, QualityResult, QualityRun
 
@@ -102,3 +102,35 @@ def test_describe_leads_with_the_horizon_and_bad_horizons_are_named():
     assert not res.describe().startswith("at ")
     with pytest.raises(ValueError, match="^horizon_steps=None"):
         res.projection()
+
+
+def test_the_horizon_chart_draws_each_candidate_in_its_band_the_break_even_and_the_horizon(tmp_path):
+    res = _study(("inductor", REF.replace(backend="inductor"), 10.0, 0.005, 80),
+                 ("never reached", REF, 0.0, 0.001, 80))
+    res.runs = [QualityRun(**{**r.__dict__, "reached": False, "time_s": None}) if r.label == "never reached" else r
+                for r in res.runs]
+    curves = time_curves(res, [1, 500, 5000])
+    ind = curves[curves["label"] == "inductor"].set_index("steps")
+    per_seed = [10 + 5000 * 4 * 0.005 * j for j in JITTER.values()]   # the seeds' times at 5,000 steps
+    assert ind.loc[5000, "time_s"] == pytest.approx(math.prod(per_seed) ** (1 / 3))
+    assert ind.loc[5000, "low"] < min(per_seed) and ind.loc[5000, "high"] > max(per_seed)
+    assert set(curves["label"]) == {"native", "inductor"}   # no seed of "never reached" projects
+
+    fig = res.plot_horizon()
+    [band] = [t for t in fig.data if (t.meta or {}).get("band") and t.meta["candidate"] == "inductor"]
+    [line] = [t for t in fig.data if t.name == "inductor"]
+    assert len(band.x) == 2 * len(line.x) and max(line.x) >= 10 * 5000 and fig.layout.xaxis.type == "log"
+    [cross] = [t for t in fig.data if (t.meta or {}).get("break_even")]
+    assert list(cross.x) == [500] and cross.text == ("inductor: 500",)   # where the steps have paid the compile
+    [horizon] = [t for t in fig.data if (t.meta or {}).get("horizon")]
+    assert list(horizon.x) == [5000, 5000] and horizon.name == "your horizon: 5,000 steps"
+    [missing] = [t for t in fig.data if (t.name or "").startswith("never reached")]
+    assert "not projected (no seed where both it and the reference reached the target)" in missing.name
+    assert res.plot_horizon(100).data[-1].name == "your horizon: 100 steps"
+    # the report draws it first when the study has a horizon, and not without one
+    page = res.to_html(str(tmp_path / "q.html")).read_text()
+    assert page.count("your horizon: 5,000 steps") >= 1 and "break-even (on the medians)" in page
+    res.horizon_steps = None
+    assert "your horizon" not in res.to_html(str(tmp_path / "r.html")).read_text()
+    with pytest.raises(ValueError, match="^horizon_steps=None"):
+        res.plot_horizon()
