@@ -18,7 +18,8 @@ from tcbench.comparison.rounds import DEFAULT_RESOLVE, DEFAULT_ROUNDS
 from tcbench.core.results import JobResult, SummaryRow, compile_cache_text, compile_phases_text, standing_for
 from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.host.paths import check_output
-from tcbench.measure.interval import RoundsRule, log_ratios, ratio_interval, resolution, value_interval
+from tcbench.measure.interval import (EQUIVALENCE_CONFIDENCE, RoundsRule, log_ratios, ratio_interval, resolution,
+                                     value_interval)
 from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
                                      warnings_for)
 from tcbench.job.diagnostics import table
@@ -132,8 +133,10 @@ class Comparison:
     def _pair_fields(self, label: str, med: float | None) -> dict[str, Any]:
         pairs = self.pairs(label)
         complete = self.complete_pairs(label)
-        sp, lo, hi = ratio_interval([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
-                                     for a, b in complete], pilot=self.rule.pilot if self.rule else None)
+        steps = [([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)]) for a, b in complete]
+        pilot = self.rule.pilot if self.rule else None
+        sp, lo, hi = ratio_interval(steps, pilot=pilot)
+        _, eq_lo, eq_hi = ratio_interval(steps, pilot=pilot, confidence=EQUIVALENCE_CONFIDENCE)
         mem, mem_lo, mem_hi = value_interval([a.peak_mem_bytes / b.peak_mem_bytes for a, b in complete
                                               if a.peak_mem_bytes and b.peak_mem_bytes])
         problems = [f"{r.name} round {r.round} ended {r.status}: "
@@ -147,7 +150,7 @@ class Comparison:
                             self.rule and self.rule.max_rounds,
                             gpu=any(r.device.startswith("cuda") for a, b in pairs for r in (a, b)))
         kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds, what_to_do,
-                             self.rule.resolve if self.rule else DEFAULT_RESOLVE)
+                             self.rule.resolve if self.rule else DEFAULT_RESOLVE, equivalence=(eq_lo, eq_hi))
         nat_med = median_of([a.median_step_s for a, _ in complete])
         # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
         compile_s = median_of([max(b.compile_latency_s - (a.compile_latency_s or 0.0), 0.0) for a, b in complete

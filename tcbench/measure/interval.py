@@ -1,4 +1,5 @@
-"""The speedup's 95 % interval, and the rounds an asked resolution needs.
+"""The speedup's 95 % interval (and the 90 % one that equivalence is judged on), and the rounds an asked resolution
+needs.
 
 **The unit is the round.** A round runs the native job and the compiled job back to back, each in its own process,
 and gives one log ratio ``r = log(median native step ÷ median compiled step)``. Process-to-process spread (the same
@@ -40,6 +41,9 @@ from typing import Sequence
 import numpy as np
 
 CONFIDENCE = 0.95
+# equivalence ("no measurable difference") by two one-sided tests at 5 % each (Schuirmann 1987): the 90 % interval
+# inside the margin, as bioequivalence is judged; "faster"/"slower" still need the 95 % interval to exclude 1
+EQUIVALENCE_CONFIDENCE = 0.90
 MIN_EARLIER = 3             # earlier comparisons needed to test whether the speedup moves between comparisons
 DRIFT_P = 0.05              # ... and the heterogeneity test's p-value below which it does
 PILOT_ROUNDS = 4            # the first stage of adaptive rounds: t(0.975, 3) = 3.18 (with 3 rounds, 4.30)
@@ -48,10 +52,10 @@ N_BOOT = 2000               # one round: bootstrap resamples of its steps
 Interval = tuple[float | None, float | None, float | None]   # (point, low, high)
 
 
-def _t(df: int) -> float:
+def _t(df: int, confidence: float = CONFIDENCE) -> float:
     from scipy import stats   # here, not at import: scipy.stats takes ~0.7 s, and a refused command needs none of it
 
-    return float(stats.t.ppf(1 - (1 - CONFIDENCE) / 2, df))
+    return float(stats.t.ppf(1 - (1 - confidence) / 2, df))
 
 
 def log_ratios(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list[float]:
@@ -59,15 +63,15 @@ def log_ratios(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> list
     return [math.log(float(np.median(a)) / float(np.median(b))) for a, b in pairs if len(a) and len(b)]
 
 
-def half_width(logs: Sequence[float], pilot: int | None = None) -> float | None:
+def half_width(logs: Sequence[float], pilot: int | None = None, confidence: float = CONFIDENCE) -> float | None:
     """The interval's half-width in log units: the t-interval's, or with ``pilot`` (adaptive rounds) the wider of
     Stein's (the first ``pilot`` rounds' spread) and the t-interval's. None below two rounds."""
     n = len(logs)
     if n < 2:
         return None
-    hw = _t(n - 1) * statistics.stdev(logs) / math.sqrt(n)
+    hw = _t(n - 1, confidence) * statistics.stdev(logs) / math.sqrt(n)
     if pilot is not None and n >= pilot >= 2:
-        hw = max(hw, _t(pilot - 1) * statistics.stdev(logs[:pilot]) / math.sqrt(n))
+        hw = max(hw, _t(pilot - 1, confidence) * statistics.stdev(logs[:pilot]) / math.sqrt(n))
     return hw
 
 
@@ -108,38 +112,40 @@ def heterogeneity(earlier: Sequence[Sequence[float]]) -> Heterogeneity | None:
     return Heterogeneity(tau=math.sqrt(max(0.0, (msb - msw) / n0)), f=f, p=float(stats.f.sf(f, k - 1, n - k)), k=k)
 
 
-def log_interval(logs: Sequence[float], pilot: int | None = None) -> Interval:
+def log_interval(logs: Sequence[float], pilot: int | None = None, confidence: float = CONFIDENCE) -> Interval:
     """(point, low, high) as ratios, from per-round log ratios (see the module docstring)."""
     if not logs:
         return None, None, None
     mean = statistics.fmean(logs)
-    hw = half_width(logs, pilot)
+    hw = half_width(logs, pilot, confidence)
     if hw is None:
         return math.exp(mean), None, None
     return math.exp(mean), math.exp(mean - hw), math.exp(mean + hw)
 
 
-def _one_round(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Interval:
+def _one_round(a: Sequence[float], b: Sequence[float], seed: int = 0, confidence: float = CONFIDENCE) -> Interval:
     """A single round: the percentile bootstrap of its steps' median ratio (step-to-step spread only)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     rng = np.random.default_rng(seed)
     ma = np.median(rng.choice(a, size=(N_BOOT, len(a))), axis=1)
     mb = np.median(rng.choice(b, size=(N_BOOT, len(b))), axis=1)
-    alpha = (1 - CONFIDENCE) / 2
+    alpha = (1 - confidence) / 2
     ratio = ma / mb
     return float(np.median(a) / np.median(b)), float(np.quantile(ratio, alpha)), float(np.quantile(ratio, 1 - alpha))
 
 
-def ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], pilot: int | None = None) -> Interval:
+def ratio_interval(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], pilot: int | None = None,
+                   confidence: float = CONFIDENCE) -> Interval:
     """(point, low, high) of native ÷ compiled from per-round steady step times (jobs paired by round).
 
     Point: the geometric mean over rounds of the per-round median ratios. Interval: the t-interval over rounds (with
     ``pilot``: the adaptive rounds' two-stage interval); a single round's from its steps (module docstring).
+    ``confidence``: 0.95, or ``EQUIVALENCE_CONFIDENCE`` for the equivalence test.
     """
     pairs = [(a, b) for a, b in pairs if len(a) and len(b)]
     if len(pairs) == 1:
-        return _one_round(*pairs[0])
-    return log_interval(log_ratios(pairs), pilot)
+        return _one_round(*pairs[0], confidence=confidence)
+    return log_interval(log_ratios(pairs), pilot, confidence)
 
 
 def value_interval(values: Sequence[float | None]) -> Interval:

@@ -162,11 +162,13 @@ def advice(threads: int | None, rounds: int, resolve: float | None, budget_s: fl
 
 
 def verdict(speedup: float | None, low: float | None, high: float | None, noisy: Sequence[str],
-            problems: Sequence[str], rounds: int, what_to_do: str, margin: float = EQUIVALENCE) -> tuple[str, str]:
+            problems: Sequence[str], rounds: int, what_to_do: str, margin: float = EQUIVALENCE,
+            equivalence: tuple[float | None, float | None] | None = None) -> tuple[str, str]:
     """(kind, sentence). ``faster``/``slower`` only when the 95 % interval excludes 1 and no job was noisy; "no
-    measurable difference" only when the whole interval lies within the equivalence ``margin`` (the asked
-    resolution: 0.05 is [1/1.05, 1.05]); an interval that contains 1 and reaches past it is "inconclusive", with
-    its bounds. ``what_to_do``: the advice when it cannot decide (``advice``)."""
+    measurable difference" only when the ``equivalence`` interval (the 90 % one: two one-sided tests at 5 % each,
+    Schuirmann 1987; None: the 95 % one) lies within the equivalence ``margin`` (the asked resolution: 0.05 is
+    [1/1.05, 1.05]); an interval that contains 1 and reaches past it is "inconclusive", with its bounds.
+    ``what_to_do``: the advice when it cannot decide (``advice``)."""
     single = " (single round: no run-to-run spread)" if rounds == 1 else ""
     if problems:
         return "inconclusive", "inconclusive: " + "; ".join(problems)
@@ -180,9 +182,14 @@ def verdict(speedup: float | None, low: float | None, high: float | None, noisy:
         return "faster", f"faster: {ci}"
     if high < 1:
         return "slower", f"slower: {ci}"
-    if high <= 1 + margin and low >= 1 / (1 + margin):
-        return "no measurable difference", (f"no measurable difference: {ci} lies within ±{margin:.0%} of 1, the "
-                                            "resolution asked for")
+    eq_low, eq_high = equivalence if equivalence is not None and None not in equivalence else (low, high)
+    if eq_high <= 1 + margin and eq_low >= 1 / (1 + margin):
+        if equivalence is None:
+            return "no measurable difference", (f"no measurable difference: {ci} lies within ±{margin:.0%} of 1, "
+                                                "the resolution asked for")
+        return "no measurable difference", (
+            f"no measurable difference: {ci}; its 90 % interval {fmt_ratio(eq_low)}–{fmt_ratio(eq_high)} lies within "
+            f"±{margin:.0%} of 1, the resolution asked for (two one-sided tests at 5 %)")
     return "inconclusive", (f"inconclusive: {fmt_between(speedup, low, high)}{single}: it contains 1 and reaches "
                             f"past ±{margin:.0%} — {what_to_do}")
 

@@ -183,6 +183,16 @@ def test_verdict_words_on_synthetic_intervals(sp, lo, hi, margin, kind):
         assert f"within ±{margin:.0%}" in text
 
 
+def test_equivalence_is_judged_on_the_interval_given_for_it_and_said_with_it():
+    # the 95 % interval reaches past ±5 %, its 90 % one does not: equivalent by two one-sided tests at 5 %
+    kind, text = verdict(1.0, 0.95, 1.053, [], [], 6, "more rounds", 0.05, equivalence=(0.958, 1.044))
+    assert kind == "no measurable difference" and "95 % interval 0.95×–1.05×" in text
+    assert "its 90 % interval 0.96×–1.04× lies within ±5%" in text and "two one-sided tests" in text
+    assert verdict(1.0, 0.95, 1.053, [], [], 6, "more rounds", 0.05)[0] == "inconclusive"     # on the 95 % alone
+    assert verdict(1.0, 0.95, 1.053, [], [], 6, "x", 0.05, equivalence=(0.94, 1.044))[0] == "inconclusive"
+    assert verdict(1.06, 1.01, 1.12, [], [], 6, "x", 0.05, equivalence=(1.02, 1.1))[0] == "faster"   # 95 % decides
+
+
 def test_advice_matches_why_the_rounds_stopped():
     noisy = advice(threads=1, rounds=5, resolve=0.05, budget_s=60, stop_kind="resolved", noisy=True)
     assert "more time" not in noisy and "stop other work" in noisy

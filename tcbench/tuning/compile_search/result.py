@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from tcbench.core.spec import JobSpec
-from tcbench.measure.interval import ratio_interval
+from tcbench.measure.interval import EQUIVALENCE_CONFIDENCE, ratio_interval
 from tcbench.measure.metrics import EQUIVALENCE, steady, verdict
 from tcbench.store.api import Store
 from tcbench.tuning.compile_search.space import CompileConfig, size_of
@@ -132,7 +132,10 @@ def _vs_default(cmp: Any, default: str, best: str) -> tuple[tuple, str]:
     if not pairs:
         return (None, None, None), "inconclusive: no round ran both configurations"
     sp, lo, hi = ratio_interval(pairs, pilot=cmp.rule.pilot if cmp.rule else None)
+    _, eq_lo, eq_hi = ratio_interval(pairs, pilot=cmp.rule.pilot if cmp.rule else None,
+                                     confidence=EQUIVALENCE_CONFIDENCE)
     noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for n in rounds for r in (a[n], b[n]) if r.noisy})
     what_to_do = "stop other work on this machine" if noisy else "give the confirmation more time (confirm_budget_s)"
-    _, text = verdict(sp, lo, hi, noisy, [], len(pairs), what_to_do, cmp.rule.resolve if cmp.rule else EQUIVALENCE)
+    _, text = verdict(sp, lo, hi, noisy, [], len(pairs), what_to_do, cmp.rule.resolve if cmp.rule else EQUIVALENCE,
+                      equivalence=(eq_lo, eq_hi))
     return (sp, lo, hi), text
