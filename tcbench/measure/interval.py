@@ -52,7 +52,7 @@ N_BOOT = 2000               # one round: bootstrap resamples of its steps
 Interval = tuple[float | None, float | None, float | None]   # (point, low, high)
 
 
-def _t(df: int, confidence: float = CONFIDENCE) -> float:
+def t_quantile(df: int, confidence: float = CONFIDENCE) -> float:
     from scipy import stats   # here, not at import: scipy.stats takes ~0.7 s, and a refused command needs none of it
 
     return float(stats.t.ppf(1 - (1 - confidence) / 2, df))
@@ -69,9 +69,9 @@ def half_width(logs: Sequence[float], pilot: int | None = None, confidence: floa
     n = len(logs)
     if n < 2:
         return None
-    hw = _t(n - 1, confidence) * statistics.stdev(logs) / math.sqrt(n)
+    hw = t_quantile(n - 1, confidence) * statistics.stdev(logs) / math.sqrt(n)
     if pilot is not None and n >= pilot >= 2:
-        hw = max(hw, _t(pilot - 1, confidence) * statistics.stdev(logs[:pilot]) / math.sqrt(n))
+        hw = max(hw, t_quantile(pilot - 1, confidence) * statistics.stdev(logs[:pilot]) / math.sqrt(n))
     return hw
 
 

@@ -75,6 +75,8 @@ def horizon_sentence(p: Any, reference: str) -> str:
     elif p.break_even_kind in ("always sooner", "never sooner"):
         text += (f"; on the medians, {'sooner' if p.break_even_kind == 'always sooner' else 'later'} than "
                  f"{reference} at every horizon")
+    if not p.falling:
+        text += f" (the times are an upper bound: {reference}'s held-out loss had stopped falling)"
     return text
 
 

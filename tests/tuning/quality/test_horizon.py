@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 import tcbench as tc
-from tcbench.tuning.quality.projection import Factors, break_even, factors, project, time_curves
+from tcbench.core.extras import EvalPoint
+from tcbench.tuning.quality.projection import Factors, break_even, factors, project, still_falling, time_curves
 from tcbench.tuning.quality.view import horizon_sentence
 from tcbench.tuning.quality.study import Candidate, QualityResult, QualityRun
 
@@ -134,3 +135,31 @@ def test_the_horizon_chart_draws_each_candidate_in_its_band_the_break_even_and_t
     assert "your horizon" not in res.to_html(str(tmp_path / "r.html")).read_text()
     with pytest.raises(ValueError, match="^horizon_steps=None"):
         res.plot_horizon()
+
+
+def _with_curves(res: QualityResult, loss) -> QualityResult:
+    """The reference's runs given held-out curves: ``loss(seed, steps)`` every 8 of 192 steps."""
+    res.runs = [QualityRun(**{**r.__dict__, "curve": tuple(EvalPoint(steps=n, samples=4 * n, wall_s=0.01 * n,
+                                                                     loss=loss(r.seed, n)) for n in range(8, 193, 8))})
+                if r.label == "native" else r for r in res.runs]
+    return res
+
+
+def test_a_reference_whose_loss_stopped_falling_makes_the_projection_an_upper_bound_and_says_so():
+    noise = {0: (0.01, -0.02, 0.015), 1: (-0.01, 0.02, 0.0), 2: (0.02, 0.0, -0.015)}
+    falling = _with_curves(_study(("inductor", REF.replace(backend="inductor"), 10.0, 0.005, 80)),
+                           lambda seed, n: 5.0 - 0.4 * math.log2(n) + noise[seed][n % 3])
+    premise = still_falling(falling)
+    assert premise.falling and premise.slope == pytest.approx(-0.4, abs=0.05) and premise.seeds == 3
+    [p] = project(falling, 5000)
+    assert p.falling and "upper bound" not in p.note and "upper bound" not in horizon_sentence(p, "native")
+    # small BERT's shape: one seed at chance, two noisy around a plateau
+    flat = _with_curves(_study(("inductor", REF.replace(backend="inductor"), 10.0, 0.005, 80)),
+                        lambda seed, n: 0.69 - (0.3 + 0.08 * math.sin(n * (seed + 1))) * (seed > 0))
+    premise = still_falling(flat)
+    assert not premise.falling and premise.low < 0 < premise.high
+    [p] = project(flat, 5000)
+    assert not p.falling and p.note.startswith("the reference's held-out loss was not measurably falling")
+    assert horizon_sentence(p, "native").endswith(
+        "(the times are an upper bound: native's held-out loss had stopped falling)")
+    assert still_falling(_study()).falling and still_falling(_study()).slope is None   # no curves: cannot tell
