@@ -182,9 +182,10 @@ def verdict(speedup: float | None, low: float | None, high: float | None, noisy:
         return "faster", f"faster: {ci}"
     if high < 1:
         return "slower", f"slower: {ci}"
-    eq_low, eq_high = equivalence if equivalence is not None and None not in equivalence else (low, high)
+    tost = equivalence is not None and None not in equivalence
+    eq_low, eq_high = equivalence if tost else (low, high)
     if eq_high <= 1 + margin and eq_low >= 1 / (1 + margin):
-        if equivalence is None:
+        if not tost:
             return "no measurable difference", (f"no measurable difference: {ci} lies within ±{margin:.0%} of 1, "
                                                 "the resolution asked for")
         return "no measurable difference", (

@@ -124,8 +124,8 @@ def _pairs(result: Any, label: str) -> dict[int, tuple[Factors, Factors]]:
 class Falling:
     """Whether the reference's held-out loss was still falling over the second half of its runs: per seed, the least
     squares slope of the loss against log2(steps) there (the loss per doubling of the steps), the mean over
-    ``seeds`` with its 95 % interval; ``falling`` when the interval lies below 0. None figures: too few
-    evaluations to tell (then it is taken as falling, and says so)."""
+    ``seeds`` with its 95 % interval; ``falling`` when the interval lies below 0. None figures: fewer than two seeds
+    with three evaluations in that half, too few to tell (taken as falling: no caveat)."""
 
     slope: float | None
     low: float | None
