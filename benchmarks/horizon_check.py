@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/horizon_check.py                    # tiny GPT-2, 3 seeds, 10× horizon (~10 min)
     .venv/bin/python benchmarks/horizon_check.py --model bert-base-cased:small --steps 64 --lr 5e-4
                                                                     # -> benchmarks/horizon_check_bert-base-cased.md
+    .venv/bin/python benchmarks/horizon_check.py --seeds 5          # -> benchmarks/horizon_check_5seeds.md
 
 1. A short study: the reference (``--model``, tiny GPT-2 by default, on eager, ``--steps`` steps) and two
    candidates, compiled at the same batch (its compile against its faster step) and native at twice the batch with
@@ -20,6 +21,7 @@ Writes benchmarks/horizon_check.md and .json (for another model: horizon_check_<
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -30,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import tcbench as tc  # noqa: E402
+from tcbench.tuning.quality.projection import still_falling  # noqa: E402
 
 
 
@@ -53,7 +56,8 @@ def main() -> None:
     if args.steps < 8 or args.steps % 8 or args.factor < 2 or args.seeds < 3 or args.model.count(":") != 1:
         ap.error("--steps: a multiple of 8; --factor: at least 2; --seeds: at least 3; --model: model:size")
     model, size = args.model.split(":")
-    out = HERE / ("horizon_check" if args.model == "gpt2:tiny" else f"horizon_check_{model}")
+    out = HERE / (("horizon_check" if args.model == "gpt2:tiny" else f"horizon_check_{model}")
+                  + ("" if args.seeds == 3 else f"_{args.seeds}seeds"))
     spec = tc.JobSpec(model=model, size=size, batch_size=8, seq_len=64, steps=args.steps, warmup_steps=2,
                       lr=args.lr, dropout=0.0, threads=1)
     tc.run(spec.replace(backend="inductor", steps=6))   # the compile cache warm for both studies
@@ -91,7 +95,7 @@ def main() -> None:
                 steps=args.steps, horizon=horizon, seeds=args.seeds,
                 short=dict(comparison_id=short.comparison_id, seconds=short_s, target=short.target),
                 long=dict(comparison_id=long.comparison_id, seconds=long_s, target=long.target), rows=rows,
-                sentences=short.projection_sentences())
+                sentences=short.projection_sentences(), falling=dataclasses.asdict(still_falling(short)))
     Path(str(out) + ".json").write_text(json.dumps(data, indent=1, default=str))
     md = [f"Measured {data['date']}; {model} ({size}), batch 8, seq 64, lr {args.lr:g}, 1 thread, dropout 0, "
           f"{args.seeds} seeds; compile cache warm.", "",
@@ -108,6 +112,12 @@ def main() -> None:
         md.append(f"| {r['label']} | {_ci(*r['projected'])} | {_ci(*r['measured'])} | "
                   f"{'yes' if r['inside'] else '**no**'} | {r['projected_time_s']:.3g} / {r['measured_time_s']:.3g} | "
                   f"{even} |")
+    f = data["falling"]
+    md += ["", "The reference's held-out loss over the second half of its short-study runs (`still_falling`): "
+           + ("too few evaluations to tell" if f["slope"] is None else
+              f"{f['slope']:+.3g} per doubling of the steps ({f['low']:+.3g} to {f['high']:+.3g}, {f['seeds']} seeds): "
+              + ("still falling, the premise holds" if f["high"] < 0 else
+                 "not measurably falling, so the projected times are an upper bound"))]
     md += ["", "The short study's sentences:", ""] + [f"- {s}" for s in data["sentences"]]
     Path(str(out) + ".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
