@@ -7,12 +7,14 @@ Run as ``python -m tcbench.job.zygote <control-fd> [<cpus>]`` by the runner (``t
 which turns it off with ``TCBENCH_LAUNCHER=spawn`` (default ``fork``). Start method: ``os.fork()``, called here
 explicitly — not ``multiprocessing``, whose default start method Python 3.14 changed from fork to forkserver.
 
-Forking is safe because nothing but imports happens before it: no tensor op, no OpenMP pool, no CUDA, no
-PJRT/torch_xla (``unsafe_state`` checks, and the launcher refuses to fork unless it has exactly one thread, counted
+Forking is safe because nothing but imports happens before it: no tensor op, no OpenMP pool, no CUDA context, no
+PJRT client (``unsafe_state`` checks, and the launcher refuses to fork unless it has exactly one thread, counted
 in ``/proc/self/task``). Imports read the environment: transformers reads ``USE_TORCH_XLA``, libgomp
 ``OMP_NUM_THREADS``, torch ``TORCH_LOGS``, Inductor its config. So the launcher serves only jobs whose environment
-is the one it was started with (the runner keys it on that), and only plain worker jobs (eager or inductor, one
-process, not ``debug``); a script, an XLA job, a torchrun job or a debug job is started as a new process.
+is the one it was started with (the runner keys it on that), and only plain worker jobs (eager, inductor or xla, one
+process, not ``debug``); a script, a torchrun job or a debug job is started as a new process. The XLA jobs'
+launcher (its environment says ``USE_TORCH_XLA=1``) imports torch_xla too, which starts no thread and no runtime:
+each child creates its own PJRT client (a spawned XLA job spent 6 of its 17 s importing before its first step).
 
 The wire: a ``SOCK_SEQPACKET`` Unix socket pair, one JSON object per packet. The launcher sends
 ``{"ready": pid}`` once its imports are done (or ``{"error": why}`` and exits); a request ``{"id", "spec",
@@ -110,6 +112,10 @@ def preload() -> None:
 
     for info in MODELS.values():
         getattr(transformers, info.config_class), getattr(transformers, info.model_class)
+    if os.environ.get("USE_TORCH_XLA") == "1":   # the XLA jobs' launcher (XlaBackend.job_env): no client, no thread
+        import torch_xla.core.xla_model  # noqa: F401
+        import torch_xla.debug.metrics  # noqa: F401
+        import torch_xla.runtime  # noqa: F401
     tcbench.job.data.preload_shipped()   # the shipped task, read and encoded (the tokenizer's parallelism is off)
 
 
@@ -142,17 +148,27 @@ DRIVER_THREAD = re.compile(r"cuda[0-9a-f]{8,}")
 
 def unsafe_state() -> str:
     """Why forking this process now would be unsafe ("" when it is not): a thread beside this one (an OpenMP pool, a
-    library's worker; the CUDA driver's idle thread, ``DRIVER_THREAD``, excepted), CUDA initialised, torch_xla
-    imported (its PJRT client)."""
+    library's worker; the CUDA driver's idle thread, ``DRIVER_THREAD``, excepted), CUDA initialised, torch_xla's
+    PJRT runtime initialised (importing torch_xla creates none)."""
     threads = thread_names()
     if len(threads) != 1 + sum(bool(DRIVER_THREAD.fullmatch(t)) for t in threads[1:]):
         return f"the launcher has {len(threads)} threads ({', '.join(threads)}); forking is only safe with one"
-    if "torch_xla" in sys.modules:
-        return "the launcher imported torch_xla; its PJRT runtime does not survive a fork"
+    if _xla_runtime_initialised():
+        return "the launcher initialised torch_xla's PJRT runtime, which does not survive a fork"
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "the launcher initialised CUDA, which does not survive a fork"
     return ""
+
+
+def _xla_runtime_initialised() -> bool:
+    """Whether torch_xla, where this process imported it, has created its PJRT client (torch_xla 2.9's
+    ``_XLAC._xla_runtime_is_initialized``; a torch_xla without it counts as initialised: never forked blind)."""
+    if "torch_xla" not in sys.modules:
+        return False
+    xlac = sys.modules.get("_XLAC")
+    check = getattr(xlac, "_xla_runtime_is_initialized", None)
+    return check is None or bool(check())
 
 
 class Launcher:

@@ -1,10 +1,11 @@
 """Starting a job's process: forked by the warm launcher (``tcbench.job.zygote``) when it can be, else a new one.
 
-The launcher forks plain worker jobs (eager or inductor, one process, not ``debug``) whose environment is the one
-it was started with; everything else — a script, an XLA job, a torchrun job, a debug job — and every job when
+The launcher forks plain worker jobs (eager, inductor or xla, one process, not ``debug``) whose environment is the
+one it was started with; everything else — a script, a torchrun job, a debug job — and every job when
 ``TCBENCH_LAUNCHER=spawn`` starts as a new ``python -m tcbench.job.worker`` process, as before. One launcher per
-runner process, started by the first job it can fork (that job waits for its imports) and again when the jobs'
-environment changes (the old one ends once its last child has); it is keyed on the whole job environment except
+job environment (at most two at a time: ``_Launcher.KEYS``), started by the first job it can fork (that job waits
+for its imports) and again for a new draw (a retired one ends once its last child has); it is keyed on the whole
+job environment except
 the per-job paths (run folder, compile caches), which nothing reads at import, plus the Python executable and the
 newest change to tcbench's source. When the launcher cannot start, refuses or dies, the job starts as a new
 process and its log says why: a job never fails because the fast path did.
@@ -333,46 +334,57 @@ class _Zygote:
 
 
 class _Launcher:
-    """This process's launcher: the one for the current job environment and draw; and the spare, started ahead of
-    need for the next draw, that has served nobody."""
+    """This process's launchers: for each job environment (``_key``; at most ``KEYS``, the least recently used
+    retired first), the one of the current draw and the spare, started ahead of need for the next draw, that has
+    served nobody. A round of eager, inductor and xla jobs uses two environments (the XLA jobs' says
+    ``USE_TORCH_XLA=1``): each has its launcher and its spare, so neither waits for the other's imports."""
+
+    KEYS = 2
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._current: _Zygote | None = None
-        self._spare: _Zygote | None = None
+        self._current: dict[tuple, _Zygote] = {}   # in order of use, the most recent last
+        self._spare: dict[tuple, _Zygote] = {}
         self._starter = _Starter()
 
     def forget(self) -> None:
         """In a forked copy of this process (tuning workers): the parent's launchers, their threads and the lock are
         not this process's; the inherited sockets are closed here, never shut down (that would end the parent's)."""
-        for zygote in (self._current, self._spare):
-            if zygote is not None:
-                zygote.abandon()
-        self._lock, self._current, self._spare, self._starter = threading.Lock(), None, None, _Starter()
+        for zygote in [*self._current.values(), *self._spare.values()]:
+            zygote.abandon()
+        self._lock, self._current, self._spare, self._starter = threading.Lock(), {}, {}, _Starter()
 
     def fork(self, request: dict, fds: tuple[int, int], ready_s: float, draw: object = None,
              spare_cpus: tuple[int, ...] | None = None) -> Forked:
         key = _key(request["env"])
         with self._lock:
-            zygote = self._current
-            if zygote is not None and zygote.key == key and zygote.broken:
+            zygote = self._current.pop(key, None)
+            if zygote is not None and zygote.broken:
+                self._current[key] = zygote
                 raise LaunchError(f"{zygote.broken} (earlier in this process)")
-            if zygote is None or zygote.key != key or zygote.dead or (draw is not None and zygote.draw is not draw):
+            if zygote is None or zygote.dead or (draw is not None and zygote.draw is not draw):
                 if zygote is not None:
                     zygote.retire()
                 env = {k: v for k, v in request["env"].items() if k not in _NOT_AT_IMPORT}
-                zygote = self._current = self._unused(key) or _Zygote(key, env, self._starter)
+                zygote = self._unused(key) or _Zygote(key, env, self._starter)
                 zygote.draw = draw
                 if draw is not None and spare_cpus:   # the next draw's, importing while this one's jobs run
-                    self._spare = _Zygote(key, env, self._starter, cpus=spare_cpus)
+                    self._spare[key] = _Zygote(key, env, self._starter, cpus=spare_cpus)
+            self._current[key] = zygote
+            while len(self._current) > self.KEYS:   # the environment used longest ago
+                old = next(iter(self._current))
+                self._current.pop(old).retire()
+                spare = self._spare.pop(old, None)
+                if spare is not None:
+                    spare.retire()
         return zygote.fork(request, fds, ready_s)
 
     def close(self, wait_s: float = 2.0) -> None:
         """At this process's exit: the launchers end as they do when retired (their exit handlers run: torch's removes
         a temporary folder), not by the parent-death signal; each is waited for at most ``wait_s``."""
         with self._lock:
-            zygotes = [z for z in (self._current, self._spare) if z is not None]
-            self._current = self._spare = None
+            zygotes = [*self._current.values(), *self._spare.values()]
+            self._current, self._spare = {}, {}
         for zygote in zygotes:
             zygote.retire()
             if zygote.ready:   # one still importing is not waited for: it dies with this process
@@ -380,10 +392,10 @@ class _Launcher:
                     zygote._proc.wait(wait_s)
 
     def _unused(self, key: tuple) -> _Zygote | None:
-        """The spare when it is alive, of this key and has served nobody (it is then taken); else None (a spare
-        that is not of this key is retired)."""
-        spare, self._spare = self._spare, None
-        if spare is not None and spare.key == key and not spare.dead and not spare.broken and not spare.served:
+        """The spare of this key when it is alive and has served nobody (it is then taken); else None (a spare that
+        cannot serve is retired)."""
+        spare = self._spare.pop(key, None)
+        if spare is not None and not spare.dead and not spare.broken and not spare.served:
             return spare
         if spare is not None:
             spare.retire()

@@ -70,6 +70,15 @@ def test_an_xla_job_alone_on_its_cpus_is_not_flagged_disturbed(trio):
     assert eager.extra.sched.wait_s is not None   # a job without a runtime's threads keeps its wait
 
 
+@needs_xla
+def test_an_xla_job_is_forked_from_a_launcher_of_its_own_environment(trio):
+    """The XLA jobs' environment (USE_TORCH_XLA=1) gets its own launcher, which imported torch_xla without creating
+    a runtime: the job is forked (a spawned one spent 6 of its 17 s importing), by a launcher other than eager's."""
+    by = {r.spec.backend: r for r in trio.results}
+    assert all(r.extra.launcher == "fork" for r in trio.results), {b: r.log_tail[-500:] for b, r in by.items()}
+    assert by["eager"].extra.launcher_pid == by["inductor"].extra.launcher_pid != by["xla"].extra.launcher_pid
+
+
 def test_loss_parity_within_tolerance(trio):
     """Dropout off: the first losses agree within the fp32 tolerance and every job learns alike."""
     s = trio.summary().set_index("backend")

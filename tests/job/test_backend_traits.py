@@ -65,8 +65,8 @@ def test_an_unknown_backend_names_the_allowed_ones():
         backend_class("tpu")
 
 
-def test_only_eager_and_inductor_jobs_are_forked_and_only_inductor_shares_artifacts():
-    assert {n for n in NAMES if backend_class(n).forkable} == {"eager", "inductor"}
+def test_every_backends_jobs_are_forked_and_only_inductor_shares_artifacts():
+    assert {n for n in NAMES if backend_class(n).forkable} == {"eager", "inductor", "xla"}
     assert {n for n in NAMES if backend_class(n).shares_artifacts} == {"inductor"}
     assert {n for n in NAMES if backend_class(n).torch_xla} == {"xla"}
 

@@ -8,6 +8,7 @@ never gets to import torch.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -154,6 +155,21 @@ def test_a_launcher_with_a_second_thread_refuses_to_fork_and_names_its_threads_b
     assert before == "safe" and beside_driver == "safe"
     assert after.startswith("the launcher has 3 threads (") and after.endswith(
         ", cuda00001800007, lib_bg_thd); forking is only safe with one")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch_xla") is None, reason="needs torch_xla (2.9 only)")
+def test_a_launcher_that_imported_torch_xla_forks_until_it_creates_its_pjrt_runtime():
+    """The XLA jobs' launcher imports torch_xla: no runtime, no thread, safe to fork; a PJRT client is not."""
+    code = ("from tcbench.job import zygote\n"
+            "import torch_xla, torch_xla.runtime\n"
+            "print(zygote._xla_runtime_initialised(), zygote.unsafe_state() or 'safe')\n"
+            "torch_xla.device()\n"
+            "print(zygote._xla_runtime_initialised(), bool(zygote.unsafe_state()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=launcher_environ({**os.environ, "OMP_NUM_THREADS": "1", "PJRT_DEVICE": "CPU",
+                                               "USE_TORCH_XLA": "1"}))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["False safe", "True True"], out.stdout
 
 
 def test_a_forked_child_becomes_the_job_and_dies_with_the_launchers_socket(launcher, tmp_path):

@@ -30,6 +30,13 @@ TINY = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=24, wa
                dropout=0.0, threads=1)
 
 
+@pytest.fixture
+def own_launchers():
+    """Earlier tests' launchers, of other environments (the XLA jobs', another PYTHONPATH), are kept beside this
+    environment's (``_Launcher.KEYS``): ended, so that the test counts only its own."""
+    zc._LAUNCHER.close()
+
+
 @pytest.fixture(autouse=True)
 def _fork_mode(monkeypatch):
     monkeypatch.delenv(zc.LAUNCHER_ENV, raising=False)
@@ -246,7 +253,7 @@ def _launchers_of(pid: int) -> list[int]:
     return found
 
 
-def test_every_round_of_a_comparison_forks_from_a_launcher_of_its_own():
+def test_every_round_of_a_comparison_forks_from_a_launcher_of_its_own(own_launchers):
     """Children of one launcher share its luck (its address layout): no two rounds of a comparison fork from the same
     launcher, the jobs of one round do, a retired launcher ends, and what stays is the last round's launcher and the
     spare started ahead of need (the next comparison's first round)."""
@@ -310,7 +317,7 @@ def test_a_comparison_that_fails_leaves_no_launcher_behind(tmp_path):
     assert Store(db).comparisons().iloc[-1].status == "interrupted"
 
 
-def test_a_stopped_comparison_leaves_no_job_and_no_retired_launcher_behind():
+def test_a_stopped_comparison_leaves_no_job_and_no_retired_launcher_behind(own_launchers):
     store = Store()
     stop = threading.Event()
     seen, noted = _parents(store)

@@ -18,10 +18,10 @@ TINY = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=6, war
 
 
 @pytest.mark.parametrize("spec, forked", [
-    (TINY, True), (TINY.replace(backend="inductor"), True), (TINY.replace(backend="xla"), False),
+    (TINY, True), (TINY.replace(backend="inductor"), True), (TINY.replace(backend="xla"), True),
     (TINY.replace(debug=True), False), (TINY.replace(nproc=2), False),
     (JobSpec(script="train.py"), False)])
-def test_only_plain_worker_jobs_on_eager_or_inductor_are_forked(spec, forked):
+def test_only_plain_worker_jobs_are_forked(spec, forked):
     assert zc.forkable(spec, backend_class(spec.backend)) is forked
 
 
@@ -58,7 +58,7 @@ def test_a_job_the_launcher_cannot_start_starts_as_a_new_process_and_its_log_say
     assert "the warm launcher could not start this job (it could not import torch); it starts as a new process" in log
 
 
-@pytest.mark.parametrize("spec, mode", [(TINY, "spawn"), (TINY.replace(backend="xla"), "fork"),
+@pytest.mark.parametrize("spec, mode", [(TINY, "spawn"), (TINY.replace(debug=True), "fork"),
                                         (JobSpec(script="train.py"), "fork")])
 def test_spawn_mode_and_ineligible_jobs_never_ask_the_launcher(spec, mode, tmp_path, launcher_fails, monkeypatch):
     monkeypatch.setenv(zc.LAUNCHER_ENV, mode)

@@ -31,7 +31,7 @@ XLA_CPU_COLLECTIVES = ("pytorch/xla#5005", "pytorch/xla#9089", "pytorch/xla#9496
 class XlaBackend:
     name = "xla"
     runtime_threads = True
-    forkable = False       # its PJRT runtime does not survive a fork
+    forkable = True        # from a launcher that imported torch_xla but created no PJRT client (job.zygote)
     shares_artifacts = False
     torch_xla = True
     inductor_settings = False
