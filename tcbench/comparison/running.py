@@ -43,7 +43,9 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
       counted) have passed, at most ``max_rounds``. ``resolve=0.03, budget_s=120`` asks for
       another resolution or budget (``budget_s=None`` with a ``resolve``: no time limit); ``rounds`` is then the
       first stage (default 4: ``PILOT_ROUNDS``). The interval stays valid under this stopping rule (Stein's two-stage
-      procedure: ``tcbench.measure.interval``). ``Comparison.stop_reason`` says why the rounds ended.
+      procedure: ``tcbench.measure.interval``). ``Comparison.stop_reason`` says why the rounds ended. With several
+      backends, one that is resolved, or decided beyond doubt (its 99.9 % interval excludes 1), sits out while
+      another is neither (``Comparison.next_labels``); its verdict says how many rounds it ran.
     - ``rounds=3`` alone: exactly 3 rounds.
 
     ``pairing``: "sequential" (default) runs a round's jobs one after the other; "lockstep" starts them together and,
@@ -191,15 +193,19 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
                                                                       "stop_kind": cmp.stop_kind}),
                                       **({"between": cmp.between} if cmp.between else {}),
                                       **({"pairing": cmp.pairing} if cmp.pairing != "sequential" else {})}
-    labels, started = cmp.backends, time.monotonic()
+    started = time.monotonic()
+    took: list[tuple[tuple[str, ...], float]] = []   # per round: its labels, its seconds less one-off cold compiles
     rnd = 0
     while not session.stopped:
-        kind, reason = _stop_reason(cmp, rnd, time.monotonic() - started - one_off_compile_s(cmp.results))
+        labels = cmp.next_labels()
+        kind, reason = _stop_reason(cmp, rnd, time.monotonic() - started - one_off_compile_s(cmp.results),
+                                    _next_round_s(took, tuple(labels)))
         if reason:
             cmp.stop_kind, cmp.stop_reason = kind, reason
             break
         draw = object()   # every round its own warm launcher: rounds never share a launcher's luck
         order = labels if rnd % 2 == 0 else labels[::-1]
+        round_start, cold_before = time.monotonic(), one_off_compile_s(cmp.results)
         if cmp.pairing == "lockstep":
             cmp.results.extend(_lockstep_round(cmp, order, rnd, observer, session, store, draw))
         else:
@@ -209,6 +215,7 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
                 cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
                                        f"{label}#{rnd}", label=label if label != cmp.spec_for(label).backend else "",
                                        draw=draw))
+        took.append((tuple(labels), time.monotonic() - round_start - (one_off_compile_s(cmp.results) - cold_before)))
         rnd += 1
         if cmp.rule is not None:
             cmp.rounds = session.rounds = rnd
@@ -258,12 +265,25 @@ def one_off_compile_s(results: Sequence[Any]) -> float:
     return sum(r.compile_latency_s or 0.0 for r in first.values() if r.cache_state == "cold")
 
 
-def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> tuple[str, str]:
+def _next_round_s(took: Sequence[tuple[tuple[str, ...], float]], labels: tuple[str, ...]) -> float:
+    """What the next round, of ``labels``, will take: the mean of the earlier rounds of the same labels, else of all
+    earlier rounds (0 before any)."""
+    same = [s for ran, s in took if ran == labels] or [s for _, s in took]
+    return sum(same) / len(same) if same else 0.0
+
+
+def _sitting_out(cmp: Comparison) -> str:
+    """The labels that sat out rounds (``Comparison.next_labels``), in words ("" when none did)."""
+    out = [f"{label} sat out {cmp.sat_out(label)}" for label in cmp.backends[1:] if cmp.sat_out(label)]
+    return f"; {', '.join(out)} of them (decided or resolved early)" if out else ""
+
+
+def _stop_reason(cmp: Comparison, done: int, elapsed_s: float, next_s: float) -> tuple[str, str]:
     """Why no further round starts, as (kind, words) (``measure.metrics.STOP_KINDS``; ("", "") to run one more): the
     fixed count, or the adaptive rule — the resolution reached, the budget (``elapsed_s``: the rounds' seconds less
-    their one-off cold compiles, ``one_off_compile_s``; a round is not started when the rounds so far say it would end
-    past it; never before two rounds), the maximum, or a job that cannot run (failed, out of memory, unavailable:
-    another round would end the same way)."""
+    their one-off cold compiles, ``one_off_compile_s``; a round is not started when it would end past it, ``next_s``
+    being what the earlier rounds of its labels took; never before two rounds), the maximum, or a job that cannot run
+    (failed, out of memory, unavailable: another round would end the same way)."""
     rule = cmp.rule
     if rule is None:
         return ("rounds", "all rounds ran") if done >= cmp.rounds else ("", "")
@@ -271,14 +291,15 @@ def _stop_reason(cmp: Comparison, done: int, elapsed_s: float) -> tuple[str, str
     if broken:
         return "broken", f"{broken[0].name} round {broken[0].round} ended {broken[0].status}"
     if done and cmp.resolved():
-        return "resolved", f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
+        return "resolved", (f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
+                            + _sitting_out(cmp))
     if done >= rule.max_rounds:
-        return "max_rounds", f"max_rounds={rule.max_rounds} reached"
+        return "max_rounds", f"max_rounds={rule.max_rounds} reached" + _sitting_out(cmp)
     # a single round says nothing about the spread between processes: the budget ends the rounds after two at the
     # earliest (a first round's cold compile would otherwise leave "0.91× (single round)" as the answer)
-    if rule.budget_s is not None and done >= 2 and elapsed_s + elapsed_s / done > rule.budget_s:
+    if rule.budget_s is not None and done >= 2 and elapsed_s + next_s > rule.budget_s:
         cold = one_off_compile_s(cmp.results)
         return "budget", (f"budget spent: {elapsed_s:.0f} s of budget_s={rule.budget_s:g} s ran {done} rounds"
                           + (f" (and {cold:.0f} s of cold compiles, not counted)" if cold else "")
-                          + ", and another would end past it")
+                          + ", and another would end past it" + _sitting_out(cmp))
     return "", ""

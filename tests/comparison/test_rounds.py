@@ -23,9 +23,10 @@ from tcbench.measure.metrics import job_figures
 SPEC = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=30, warmup_steps=2, threads=1)
 
 
-def _fake(ratio: float = 1.0, process_sd: float = 0.01, fail_at: int | None = None, seconds_per_job: float = 1.0,
+def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_at: int | None = None, seconds_per_job: float = 1.0,
           seed: int = 0, loaded: bool = False, cold_compile_s: float = 0.0):
-    """A stand-in for the job runner: steps of 25 ms natively, 25/ratio ms compiled, each process ``process_sd`` (log)
+    """A stand-in for the job runner: steps of 25 ms natively, 25/ratio ms compiled (``ratio``: one for every backend,
+    or one per backend), each process ``process_sd`` (log)
     off its truth; the ``fail_at``-th job fails; ``loaded``: every job had the CPU a third of its wall time (noisy).
     Each job advances the fake clock by ``seconds_per_job``, and the first compiled one by ``cold_compile_s`` more
     (its compile filled an empty cache)."""
@@ -38,7 +39,8 @@ def _fake(ratio: float = 1.0, process_sd: float = 0.01, fail_at: int | None = No
         clock[0] += seconds_per_job
         cold = spec.backend != "eager" and not any(b == spec.backend for b, _ in calls[:-1])
         clock[0] += cold_compile_s if cold else 0.0
-        level = 0.025 / (ratio if spec.backend != "eager" else 1.0) * math.exp(rng.normal(0, process_sd))
+        truth = ratio.get(spec.backend, 1.0) if isinstance(ratio, dict) else ratio
+        level = 0.025 / (truth if spec.backend != "eager" else 1.0) * math.exp(rng.normal(0, process_sd))
         recs = [StepRecord(step=i, step_s=float(level * math.exp(rng.normal(0, 0.02))), samples_s=1.0, tokens_s=1.0,
                            mem_bytes=2**20, loss=None, warmup=i < 2, seq_len=32, cpu_s=level / (3 if loaded else 1))
                 for i in range(30)]
@@ -87,6 +89,22 @@ def test_the_budget_ends_the_rounds_and_says_so(store, fake):
     assert cmp.stop_reason.startswith("budget spent") and "budget_s=42" in cmp.stop_reason
     assert cmp.rounds == 4 and len(calls) == 8        # 4 rounds took 40 s; a fifth would end at 50 s
     assert cmp.row("inductor").resolution > 0.05
+
+
+def test_a_decided_label_sits_out_while_another_is_open_and_both_say_how_many_rounds_they_ran(store, fake):
+    """xla at 0.35× is decided after the pilot (its 99.9 % interval excludes 1): the budget's later rounds run the
+    eager/inductor pair, the open question, and are cheaper for it (2 jobs of 1 s, not 3)."""
+    calls = fake(ratio={"inductor": 1.0, "xla": 0.35}, process_sd=0.04, seconds_per_job=1.0)
+    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], resolve=0.05, budget_s=40, store=store)
+    ran = {b: [r for backend, r in calls if backend == b] for b in ("eager", "inductor", "xla")}
+    assert ran["xla"][:4] == [0, 1, 2, 3] and len(ran["xla"]) < len(ran["inductor"]) == len(ran["eager"]) == cmp.rounds
+    xla = cmp.row("xla")
+    assert xla.verdict_kind == "slower" and xla.rounds == len(ran["xla"])
+    assert f"from the {len(ran['xla'])} of {cmp.rounds} rounds it ran" in xla.verdict
+    assert f"xla sat out {cmp.rounds - len(ran['xla'])} of them (decided or resolved early)" in cmp.stop_reason
+    assert "sat out" not in cmp.row("inductor").verdict
+    again = cmp_mod.load_comparison(cmp.comparison_id, store)
+    assert again.row("xla").verdict == xla.verdict
 
 
 def test_max_rounds_ends_the_rounds(store, fake):
