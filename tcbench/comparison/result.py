@@ -103,11 +103,17 @@ class Comparison:
         after the 4-round pilot; its 13 s of each 20 s round then go to the eager/inductor pair, the open question."""
         if self.rule is None:
             return list(self.backends)
-        return [self.backends[0], *self.rule.running({label: self._logs(label) for label in self.backends[1:]})]
+        compared = self.backends[1:]
+        disturbed = {label for label in compared if any(r.noisy for pair in self.complete_pairs(label) for r in pair)}
+        return [self.backends[0], *self.rule.running({label: self._logs(label) for label in compared}, disturbed)]
 
     def sat_out(self, label: str) -> int:
-        """How many of the comparison's rounds ran without ``label`` (``next_labels``)."""
-        return self.rounds - len({r.round for r in self.by_backend(label)}) if self.rule is not None else 0
+        """How many of the comparison's rounds ran without ``label`` (``next_labels``); a round the user stopped
+        midway is not counted."""
+        if self.rule is None:
+            return 0
+        whole = self.rounds - (self.stop_kind == "stopped")
+        return whole - len({r.round for r in self.by_backend(label) if r.round < whole})
 
     def _logs(self, label: str) -> list[float]:
         return log_ratios([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])

@@ -37,7 +37,7 @@ import functools
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -190,10 +190,11 @@ class RoundsRule:
         hw = half_width(logs, self.pilot, SIT_OUT_CONFIDENCE) if len(logs) >= self.pilot else None
         return hw is not None and abs(statistics.fmean(logs)) > hw
 
-    def running(self, logs: Mapping[str, Sequence[float]]) -> list[str]:
+    def running(self, logs: Mapping[str, Sequence[float]], undecidable: Collection[str] = ()) -> list[str]:
         """Which compared labels (``logs``: each one's per-round log ratios so far) the next round runs: a label that
         is resolved, or already decided, sits out while another is neither; once every label is one or the other,
-        the decided ones that are not yet resolved run again (all of them, when every one is resolved)."""
+        the decided ones that are not yet resolved run again (all of them, when every one is resolved). A label in
+        ``undecidable`` (a disturbed round makes its verdict inconclusive, whatever its interval) is never decided."""
         unresolved = [label for label, x in logs.items() if not self.resolved(x)]
-        undecided = [label for label in unresolved if not self.decided(logs[label])]
+        undecided = [label for label in unresolved if label in undecidable or not self.decided(logs[label])]
         return undecided or unresolved or list(logs)

@@ -107,6 +107,38 @@ def test_a_decided_label_sits_out_while_another_is_open_and_both_say_how_many_ro
     assert again.row("xla").verdict == xla.verdict
 
 
+@pytest.mark.parametrize("loaded", [False, True])
+def test_a_label_with_a_disturbed_round_never_sits_out_as_decided(store, fake, loaded):
+    """A disturbed job makes the verdict inconclusive whatever the interval: such a label is not decided, and keeps
+    running (``loaded``: every job had the CPU a third of its wall time). Too noisy to be resolved at ±5 %, xla at
+    0.35× is decided and sits out when its jobs were not disturbed."""
+    calls = fake(ratio={"inductor": 1.0, "xla": 0.35}, process_sd=0.08, seconds_per_job=1.0, loaded=loaded)
+    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], resolve=0.05, budget_s=40, store=store)
+    ran = [r for b, r in calls if b == "xla"]
+    if loaded:
+        assert ran == list(range(cmp.rounds)) and cmp.sat_out("xla") == 0 and "sat out" not in cmp.stop_reason
+        assert cmp.row("xla").verdict_kind == "inconclusive"
+    else:
+        assert ran == [0, 1, 2, 3] < list(range(cmp.rounds)) and cmp.row("xla").verdict_kind == "slower"
+
+
+def test_a_round_the_user_stopped_midway_is_not_counted_as_sat_out(store, fake, monkeypatch):
+    import threading
+
+    fake(ratio={"inductor": 1.0, "xla": 0.35})
+    stop, inner = threading.Event(), cmp_mod.running.run
+
+    def run(spec, *args, **kw):
+        if kw.get("round", args[4] if len(args) > 4 else 0) == 1:
+            stop.set()   # the user stops as round 1's first job (xla: round 1 runs in reverse) ends
+        return inner(spec, *args, **kw)
+
+    monkeypatch.setattr(cmp_mod.running, "run", run)
+    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], store=store, stop=stop)
+    assert cmp.stop_kind == "stopped" and cmp.rounds == 2 and [r.name for r in cmp.results][-1] == "xla"
+    assert cmp.sat_out("inductor") == cmp.sat_out("xla") == 0 and "sat out" not in cmp.row("inductor").verdict
+
+
 def test_max_rounds_ends_the_rounds(store, fake):
     fake(process_sd=0.2)
     cmp = cmp_mod.compare(SPEC, resolve=0.01, budget_s=None, max_rounds=6, store=store)

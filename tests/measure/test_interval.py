@@ -183,3 +183,4 @@ def test_the_next_round_runs_the_open_labels_first():
     assert rule.running({"xla": decided, "inductor": open_}) == ["inductor"]
     assert rule.running({"xla": decided, "inductor": resolved}) == ["xla"]
     assert rule.running({"a": resolved, "b": resolved}) == ["a", "b"]
+    assert rule.running({"xla": decided, "inductor": open_}, undecidable={"xla"}) == ["xla", "inductor"]
