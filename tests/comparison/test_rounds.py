@@ -23,8 +23,8 @@ from tcbench.measure.metrics import job_figures
 SPEC = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=30, warmup_steps=2, threads=1)
 
 
-def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_at: int | None = None, seconds_per_job: float = 1.0,
-          seed: int = 0, loaded: bool = False, cold_compile_s: float = 0.0):
+def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_at: int | None = None,
+          seconds_per_job: float = 1.0, seed: int = 0, loaded: bool = False, cold_compile_s: float = 0.0):
     """A stand-in for the job runner: steps of 25 ms natively, 25/ratio ms compiled (``ratio``: one for every backend,
     or one per backend), each process ``process_sd`` (log)
     off its truth; the ``fail_at``-th job fails; ``loaded``: every job had the CPU a third of its wall time (noisy).
