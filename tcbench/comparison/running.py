@@ -194,18 +194,18 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
                                       **({"between": cmp.between} if cmp.between else {}),
                                       **({"pairing": cmp.pairing} if cmp.pairing != "sequential" else {})}
     started = time.monotonic()
-    took: list[tuple[tuple[str, ...], float]] = []   # per round: its labels, its seconds less one-off cold compiles
+    took: list[tuple[tuple[str, ...], float]] = []   # per round: its labels, its seconds less its one-off costs
     rnd = 0
     while not session.stopped:
         labels = cmp.next_labels()
-        kind, reason = _stop_reason(cmp, rnd, time.monotonic() - started - one_off_compile_s(cmp.results),
+        kind, reason = _stop_reason(cmp, rnd, time.monotonic() - started - _one_off_s(cmp.results),
                                     _next_round_s(took, tuple(labels)))
         if reason:
             cmp.stop_kind, cmp.stop_reason = kind, reason
             break
         draw = object()   # every round its own warm launcher: rounds never share a launcher's luck
         order = labels if rnd % 2 == 0 else labels[::-1]
-        round_start, cold_before = time.monotonic(), one_off_compile_s(cmp.results)
+        round_start, one_off_before = time.monotonic(), _one_off_s(cmp.results)
         if cmp.pairing == "lockstep":
             cmp.results.extend(_lockstep_round(cmp, order, rnd, observer, session, store, draw))
         else:
@@ -215,7 +215,7 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
                 cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
                                        f"{label}#{rnd}", label=label if label != cmp.spec_for(label).backend else "",
                                        draw=draw))
-        took.append((tuple(labels), time.monotonic() - round_start - (one_off_compile_s(cmp.results) - cold_before)))
+        took.append((tuple(labels), time.monotonic() - round_start - (_one_off_s(cmp.results) - one_off_before)))
         rnd += 1
         if cmp.rule is not None:
             cmp.rounds = session.rounds = rnd
@@ -265,6 +265,17 @@ def one_off_compile_s(results: Sequence[Any]) -> float:
     return sum(r.compile_latency_s or 0.0 for r in first.values() if r.cache_state == "cold")
 
 
+def first_launch_s(results: Sequence[Any]) -> float:
+    """The seconds the first round's jobs waited for their processes: the first launcher of each job environment
+    importing torch and transformers (5-10 s each), which later rounds' launchers do beside the running round. The
+    rounds' budget does not count them."""
+    return sum(r.extra.start_s or 0.0 for r in results if r.round == 0)
+
+
+def _one_off_s(results: Sequence[Any]) -> float:
+    return one_off_compile_s(results) + first_launch_s(results)
+
+
 def _next_round_s(took: Sequence[tuple[tuple[str, ...], float]], labels: tuple[str, ...]) -> float:
     """What the next round, of ``labels``, will take: the mean of the earlier rounds of the same labels, else of all
     earlier rounds (0 before any)."""
@@ -281,9 +292,9 @@ def _sitting_out(cmp: Comparison) -> str:
 def _stop_reason(cmp: Comparison, done: int, elapsed_s: float, next_s: float) -> tuple[str, str]:
     """Why no further round starts, as (kind, words) (``measure.metrics.STOP_KINDS``; ("", "") to run one more): the
     fixed count, or the adaptive rule — the resolution reached, the budget (``elapsed_s``: the rounds' seconds less
-    their one-off cold compiles, ``one_off_compile_s``; a round is not started when it would end past it, ``next_s``
-    being what the earlier rounds of its labels took; never before two rounds), the maximum, or a job that cannot run
-    (failed, out of memory, unavailable: another round would end the same way)."""
+    their one-off costs, ``one_off_compile_s`` and ``first_launch_s``; a round is not started when it would end past
+    it, ``next_s`` being what the earlier rounds of its labels took; never before two rounds), the maximum, or a job
+    that cannot run (failed, out of memory, unavailable: another round would end the same way)."""
     rule = cmp.rule
     if rule is None:
         return ("rounds", "all rounds ran") if done >= cmp.rounds else ("", "")
@@ -298,8 +309,9 @@ def _stop_reason(cmp: Comparison, done: int, elapsed_s: float, next_s: float) ->
     # a single round says nothing about the spread between processes: the budget ends the rounds after two at the
     # earliest (a first round's cold compile would otherwise leave "0.91× (single round)" as the answer)
     if rule.budget_s is not None and done >= 2 and elapsed_s + next_s > rule.budget_s:
-        cold = one_off_compile_s(cmp.results)
+        one_offs = ((one_off_compile_s(cmp.results), "cold compiles"), (first_launch_s(cmp.results), "first launches"))
+        left_out = [f"{seconds:.0f} s of {what}" for seconds, what in one_offs if seconds >= 0.5]
         return "budget", (f"budget spent: {elapsed_s:.0f} s of budget_s={rule.budget_s:g} s ran {done} rounds"
-                          + (f" (and {cold:.0f} s of cold compiles, not counted)" if cold else "")
+                          + (f" (and {' and '.join(left_out)}, not counted)" if left_out else "")
                           + ", and another would end past it" + _sitting_out(cmp))
     return "", ""

@@ -173,6 +173,7 @@ class JobExtras:
     # how the job was started and how far it got
     launcher: str = ""                 # "fork" (the warm launcher) or "spawn"
     launcher_pid: int | None = None    # the launcher that forked it: the rounds of a comparison never share one
+    start_s: float | None = None       # from the request to a running process (a fork's wait for its launcher)
     turns: int = 0                     # lock-step rounds: the turns it took (blocks of measured steps)
     phase: str = ""                    # the last phase the job announced (the stall clock's words)
     compiler: CompilerSettings | None = None

@@ -362,14 +362,15 @@ def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: St
              turns: Turns | None = None) -> None:
     probe = result.extra.probe = _probe(spec, store)
     cache, tmp = _cache_dirs(spec)
-    compile_cache = backend.compile_cache(cache)
-    before = _count_files(compile_cache)
+    compile_cache = backend.compile_cache(cache)   # None: nothing kept that a later job could load
+    before = _count_files(compile_cache) if compile_cache is not None else 0
     read_fd, write_fd = os.pipe()
     log_path = run_dir / "worker.log"
     t0 = time.monotonic()
     argv, cwd, extra = _command(spec, backend, write_fd, run_dir, cache)
     if turns is not None:
         extra.update(turns.attach(job, run_dir))
+    asked = time.monotonic()
     try:
         with open(log_path, "w") as log:   # its own process group, ended as one; forked by the launcher if it can be
             proc = start_job(spec, backend, argv, cwd, {**job_env(spec, backend, cache, run_dir), **extra}, write_fd,
@@ -380,6 +381,7 @@ def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: St
     finally:
         os.close(write_fd)
     result.extra.launcher = "fork" if isinstance(proc, Forked) else "spawn"
+    result.extra.start_s = time.monotonic() - asked
     result.extra.launcher_pid = proc.launcher if isinstance(proc, Forked) else None
     writer.beat(worker_pid=proc.pid, artifacts=str(run_dir))
     q: queue.Queue = queue.Queue()
@@ -399,7 +401,7 @@ def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: St
         result.log_tail = _tail(log_path)
     if spec.compiled:
         result.cache_state = (spec.cache if spec.cache in ("cold", "artifacts")
-                              else "cold" if _count_files(compile_cache) > before else "warm")
+                              else "cold" if compile_cache is None or _count_files(compile_cache) > before else "warm")
     conclude(result, end, proc.returncode, ending)
     result.extra.allreduce = allreduce_summary(result.extra.allreduce_steps, result.records, spec.warmup_steps)
     _set_figures(result, spec, probe, **compile_counts(result.extra.counters, result.extra.counters_after_warmup))

@@ -77,6 +77,8 @@ def test_an_xla_job_is_forked_from_a_launcher_of_its_own_environment(trio):
     by = {r.spec.backend: r for r in trio.results}
     assert all(r.extra.launcher == "fork" for r in trio.results), {b: r.log_tail[-500:] for b, r in by.items()}
     assert by["eager"].extra.launcher_pid == by["inductor"].extra.launcher_pid != by["xla"].extra.launcher_pid
+    if os.environ.get("PJRT_DEVICE", "CPU").upper() == "CPU":   # no persistent cache its CPU client cannot load
+        assert by["xla"].cache_state == "cold" and "deserialize" not in by["xla"].log_tail
 
 
 def test_loss_parity_within_tolerance(trio):

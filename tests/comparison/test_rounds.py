@@ -24,12 +24,14 @@ SPEC = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=30, wa
 
 
 def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_at: int | None = None,
-          seconds_per_job: float = 1.0, seed: int = 0, loaded: bool = False, cold_compile_s: float = 0.0):
+          seconds_per_job: float = 1.0, seed: int = 0, loaded: bool = False, cold_compile_s: float = 0.0,
+          first_launch_s: float = 0.0):
     """A stand-in for the job runner: steps of 25 ms natively, 25/ratio ms compiled (``ratio``: one for every backend,
     or one per backend), each process ``process_sd`` (log)
     off its truth; the ``fail_at``-th job fails; ``loaded``: every job had the CPU a third of its wall time (noisy).
     Each job advances the fake clock by ``seconds_per_job``, and the first compiled one by ``cold_compile_s`` more
-    (its compile filled an empty cache)."""
+    (its compile filled an empty cache); the first job waits ``first_launch_s`` for its process (a launcher's
+    imports)."""
     rng = np.random.default_rng(seed)
     clock = [0.0]
     calls: list = []
@@ -39,6 +41,8 @@ def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_
         clock[0] += seconds_per_job
         cold = spec.backend != "eager" and not any(b == spec.backend for b, _ in calls[:-1])
         clock[0] += cold_compile_s if cold else 0.0
+        waited = first_launch_s if len(calls) == 1 else 0.0
+        clock[0] += waited
         truth = ratio.get(spec.backend, 1.0) if isinstance(ratio, dict) else ratio
         level = 0.025 / (truth if spec.backend != "eager" else 1.0) * math.exp(rng.normal(0, process_sd))
         recs = [StepRecord(step=i, step_s=float(level * math.exp(rng.normal(0, 0.02))), samples_s=1.0, tokens_s=1.0,
@@ -48,6 +52,7 @@ def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_
         res = JobResult(spec=spec, status=status, run_id=len(calls), records=recs, round=round, label=label,
                         figures=job_figures(recs, 8, 2, threads=1), error="boom" if status == "failed" else "",
                         cache_state="cold" if cold else "")
+        res.extra.start_s = waited
         if cold:
             res.figures = dataclasses.replace(res.figures, compile_latency_s=cold_compile_s)
         if store is not None:
@@ -256,6 +261,17 @@ def test_the_budget_counts_the_rounds_not_the_one_off_cold_compile(store, fake):
     first, second = cmp.by_backend("inductor")[:2]
     second.cache_state, second.figures = "cold", dataclasses.replace(second.figures, compile_latency_s=30.0)
     assert later([first, second]) == 63.0 and later([second, first]) == 30.0
+
+
+def test_the_budget_does_not_count_the_first_rounds_wait_for_its_launchers(store, fake):
+    """The first round's jobs wait for their launchers' imports (5-10 s each); later rounds' launchers import while
+    the round before runs. The budget counts the rounds, and says what it left out."""
+    calls = fake(process_sd=0.2, seconds_per_job=5.0, first_launch_s=9.0, cold_compile_s=20.0)
+    cmp = cmp_mod.compare(SPEC, resolve=0.05, budget_s=42, store=store)
+    assert cmp.rounds == 4 and len(calls) == 8        # as without the wait: 4 rounds took 40 s, a fifth ends at 50
+    assert "(and 20 s of cold compiles and 9 s of first launches, not counted)" in cmp.stop_reason
+    stored = cmp_mod.load_comparison(cmp.comparison_id, store)
+    assert cmp_mod.running.first_launch_s(stored.results) == 9.0
 
 
 def test_earlier_comparisons_are_found_by_their_spec_fields_not_its_stored_text(store, fake):

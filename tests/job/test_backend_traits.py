@@ -86,14 +86,20 @@ def test_the_job_environment_is_as_before(name, debug, preset):
     assert env == expected
 
 
+@pytest.mark.parametrize("device", [None, "CPU", "TPU", "CUDA"])
 @pytest.mark.parametrize("name", NAMES)
-def test_a_scripts_environment_and_the_compile_cache_are_as_before(name, tmp_path):
+def test_a_scripts_environment_and_the_compile_cache_are_as_before(name, device, tmp_path, monkeypatch):
+    """XLA keeps no persistent cache on the PJRT CPU device, whose client cannot load a serialized executable."""
+    _set_env(monkeypatch, "PJRT_DEVICE", device)
     cls = backend_class(name)
     spec = JobSpec(backend=name)
     env = cls.script_env(tmp_path)
     assert env == _script_env_by_name(spec, tmp_path) and all(isinstance(v, str) for v in env.values())
     cache = cls.compile_cache(tmp_path)
-    assert isinstance(cache, Path) and cache == (tmp_path / name if name == "xla" else tmp_path / "inductor")
+    if name != "xla":
+        assert cache == tmp_path / "inductor"
+    else:
+        assert cache == (None if device in (None, "CPU") else tmp_path / "xla")
 
 
 def _set_env(monkeypatch, name: str, value: str | None) -> None:

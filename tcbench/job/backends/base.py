@@ -56,9 +56,10 @@ class Backend(Protocol):
         ``cache``: the job's compile cache root."""
 
     @classmethod
-    def compile_cache(cls, cache: Path) -> Path:
+    def compile_cache(cls, cache: Path) -> Path | None:
         """The folder under the compile cache root ``cache`` this backend's compiler writes to (its files are
-        counted before and after the job)."""
+        counted before and after the job); None where it keeps nothing that a later job could load (every job's
+        compile is then cold)."""
 
     @classmethod
     def parallel_unavailable(cls, spec: JobSpec) -> str:

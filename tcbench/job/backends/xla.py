@@ -48,8 +48,11 @@ class XlaBackend:
         return dict(XLA_PERSISTENT_CACHE_PATH=str(cache / "xla"), XLA_PERSISTENT_CACHE_READ_ONLY="0")
 
     @classmethod
-    def compile_cache(cls, cache: Path) -> Path:
-        return cache / "xla"
+    def compile_cache(cls, cache: Path) -> Path | None:
+        """torch_xla's persistent cache, where the PJRT device can load what it holds: the CPU client cannot
+        ("Failed to deserialize executable: UNIMPLEMENTED" in every job's log, and a full compile each time), so on the
+        CPU no cache is kept and every XLA job's compile is cold."""
+        return cache / "xla" if loads_executables() else None
 
     @classmethod
     def parallel_unavailable(cls, spec: JobSpec) -> str:
@@ -117,8 +120,9 @@ class XlaBackend:
         import torch_xla
         import torch_xla.runtime as xr
 
-        os.makedirs(cache_dir, exist_ok=True)
-        xr.initialize_cache(cache_dir, readonly=False)   # persistent compilation cache
+        if loads_executables():
+            os.makedirs(cache_dir, exist_ok=True)
+            xr.initialize_cache(cache_dir, readonly=False)   # persistent compilation cache
         self.spec = spec
         if spec.precision != "fp32" and xr.device_type() not in ("TPU", "CUDA", "GPU"):
             raise BackendUnavailable(
@@ -212,6 +216,12 @@ class XlaBackend:
         import torch_xla.debug.metrics as met
 
         return met.metrics_report()
+
+
+def loads_executables() -> bool:
+    """Whether this PJRT device (``PJRT_DEVICE``, CPU by default) loads a serialized executable back: TPU and CUDA
+    do; torch_xla 2.9's CPU client does not."""
+    return os.environ.get("PJRT_DEVICE", "CPU").upper() not in ("CPU", "")
 
 
 def check_trainer_device(args: Any) -> None:
