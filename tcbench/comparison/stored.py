@@ -44,14 +44,14 @@ def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
                     limit: int = 20) -> dict[str, tuple[float, int]]:
     """Per compared label whose speedup moved between earlier comparisons beyond their own rounds (the machine
     drifts): (τ, k), the spread between the ``limit`` newest earlier comparisons of the same kind and spec on this
-    host in the last ``days`` (k of them, ``MIN_EARLIER`` at least), from their stored per-round median steps
+    host in the last ``days`` (k of them, ``MIN_EARLIER`` at least), from their stored per-round steps (``fast_step_s``)
     (``interval.heterogeneity``; rounds with a disturbed job left out, so a loaded comparison never counts). Empty
     where there are too few, or where they agree. A warning, never part of an interval."""
     want = cmp.spec.to_dict()   # matched by the spec's fields, not its stored text
     same = [c.comparison_id for c in store.done_comparisons(cmp.kind, cmp.spec.model, cmp.spec.size,
                                                             since=time.time() - days * 86400)
             if c.spec.to_dict() == want][:limit]
-    steps = {(s.comparison_id, s.round, s.name): s.median_step_s
+    steps = {(s.comparison_id, s.round, s.name): s.step_s
              for s in store.round_steps(same, socket.gethostname())}
     out = {}
     for label in cmp.backends[1:]:

@@ -57,6 +57,9 @@ TRACE_DIR, TRACE_REPORT_DIR = "torch_trace", "tlparse"
 class JobFigures(CompilePhases):
     """What a job's step records add up to (``tcbench.measure.metrics.job_figures``); None when the job ended first.
 
+    ``median_step_s`` (and the throughputs from it): what a run of this job sees; ``fast_step_s``: the 10th percentile
+    of its steady steps, the step a comparison's round ratio reads (``tcbench.measure.interval.fast_step``).
+
     Spread of the steady steps: ``step_iqr_s`` (interquartile range) and ``step_cv`` (coefficient of
     variation). ``cpu_share``: CPU time ÷ (wall time × threads) over the steady steps; ``wait_share``:
     the share of that time the job's threads were runnable but waiting for a CPU (Linux schedstat);
@@ -67,6 +70,7 @@ class JobFigures(CompilePhases):
     """
 
     median_step_s: float | None = None
+    fast_step_s: float | None = None
     samples_s: float | None = None
     tokens_s: float | None = None
     steady_steps: int = 0
@@ -198,6 +202,7 @@ class JobResult:
     artifact_key = _figure("artifact_key")
     artifact_state = _figure("artifact_state")
     median_step_s = _figure("median_step_s")
+    fast_step_s = _figure("fast_step_s")
     samples_s = _figure("samples_s")
     tokens_s = _figure("tokens_s")
     steady_steps = _figure("steady_steps")

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from tcbench.core.results import JobFigures, StepRecord
 from tcbench.core.fmt import fmt_between, fmt_ratio   # the verdict sentences' ratios
+from tcbench.measure.interval import fast_step
 
 # -- noise: when a job's steady steps cannot be trusted ---------------------------------------------
 NOISY_WAIT_SHARE = 0.10     # threads runnable but waiting for a CPU more than 10 % of the steady time
@@ -105,7 +106,8 @@ def job_figures(records: Sequence[StepRecord], batch_size: int, warmup_steps: in
     med = statistics.median(r.step_s for r in st)
     tokens = statistics.median(batch_size * r.seq_len for r in st)
     iqr, cv, share, reasons = _noise(st, med, threads, wait_share, steal_share, blocks, others_share)
-    fig.update(median_step_s=med, samples_s=batch_size / med, tokens_s=tokens / med, step_iqr_s=iqr, step_cv=cv,
+    fig.update(median_step_s=med, fast_step_s=fast_step([r.step_s for r in st]), samples_s=batch_size / med,
+               tokens_s=tokens / med, step_iqr_s=iqr, step_cv=cv,
                cpu_share=share, wait_share=wait_share, steal_share=steal_share, others_share=others_share,
                noisy=bool(reasons), noise_reason="; ".join(reasons))
     if len(warm) == warmup_steps and warmup_steps > 0:

@@ -115,12 +115,12 @@ class StoredComparison:
 
 @dataclass(frozen=True)
 class RoundStep:
-    """One ok job's median step in a stored comparison's round (``Store.round_steps``)."""
+    """One ok job's step in a stored comparison's round as its ratio reads it (``Store.round_steps``)."""
 
     comparison_id: int
     round: int
     name: str             # the job's label where one is stored (an A/A twin, a variant), else its backend
-    median_step_s: float
+    step_s: float         # its fast_step_s (the median for a job stored before that was kept)
 
 
 @dataclass(frozen=True)
@@ -495,14 +495,16 @@ class Store:
                                  json.loads(r.info_json or "{}")) for r in df.itertuples()]
 
     def round_steps(self, comparison_ids: list[int], host: str) -> list[RoundStep]:
-        """The median step of every ok, undisturbed job run on ``host`` in these comparisons (none: empty)."""
+        """The step of every ok, undisturbed job run on ``host`` in these comparisons as a round's ratio reads it
+        (``fast_step_s``; a job stored before it was kept: its median); none: empty."""
         if not comparison_ids:
             return []
         ids = {f"c{i}": int(cid) for i, cid in enumerate(comparison_ids)}
-        df = self.query(f"SELECT comparison_id, round, backend, label, median_step_s FROM runs WHERE comparison_id IN "
+        df = self.query("SELECT comparison_id, round, backend, label, COALESCE(fast_step_s, median_step_s) AS step_s "
+                        f"FROM runs WHERE comparison_id IN "
                         f"({', '.join(':' + k for k in ids)}) AND status = 'ok' AND host = :host "
                         "AND median_step_s > 0 AND (noisy IS NULL OR noisy = 0)", {**ids, "host": host})
-        return [RoundStep(int(r.comparison_id), int(r.round), r.label or r.backend, float(r.median_step_s))
+        return [RoundStep(int(r.comparison_id), int(r.round), r.label or r.backend, float(r.step_s))
                 for r in df.itertuples()]
 
     def ok_runs(self, backend: str, model: str, size: str, batch_size: int, precision: str) -> list[StoredRun]:

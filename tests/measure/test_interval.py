@@ -179,8 +179,37 @@ def test_the_next_round_runs_the_open_labels_first():
     decided, open_, resolved = [-0.9, -0.98, -0.85, -0.93], [0.05, -0.08, 0.02, -0.04], [0.01] * 3 + [0.012]
     assert rule.decided(decided) and not rule.resolved(decided)
     assert not rule.decided(open_) and not rule.resolved(open_) and rule.resolved(resolved)
-    assert not rule.decided(decided[:3])   # never before the pilot
+    assert rule.decided([-0.9, -0.95, -0.92]) and not rule.decided([-0.9, -0.95])   # from the third round, at 99.9 %
+    assert not rule.decided([-0.9, -0.6, -1.2])   # far from 1, but three rounds that disagree this much
     assert rule.running({"xla": decided, "inductor": open_}) == ["inductor"]
     assert rule.running({"xla": decided, "inductor": resolved}) == ["xla"]
     assert rule.running({"a": resolved, "b": resolved}) == ["a", "b"]
     assert rule.running({"xla": decided, "inductor": open_}, undecidable={"xla"}) == ["xla", "inductor"]
+
+
+def test_a_round_reads_each_jobs_fast_steps_which_bursts_on_a_shared_machine_leave_alone():
+    """A shared machine slows a stretch of each job (another tenant's burst: 0-60 % of its steps, 1.2-2× slower, a
+    different share in every job). The medians move with the bursts; the fast steps (``fast_step``, the 10th
+    percentile) are the program's. Over 1,000 simulated comparisons of 8 rounds at a true 1.03×, the product's
+    interval covers the truth 93-97 % of the time and is less than half as wide as the same rounds read by medians
+    (measured on the demo's spec: a per-round spread of 0.020-0.048 instead of 0.038-0.074)."""
+    rng = np.random.default_rng(11)
+
+    def job(level: float) -> list[float]:
+        level *= math.exp(rng.normal(0, 0.01))                  # the process's own luck
+        times = level * np.exp(rng.normal(0, 0.03, 35))
+        hit = rng.random(35) < rng.uniform(0, 0.6)              # this job's share of the burst
+        times[hit] *= rng.uniform(1.2, 2.0)
+        return list(times)
+
+    hits, widths, median_widths = 0, [], []
+    for _ in range(1000):
+        rounds = [(job(0.030), job(0.030 / 1.03)) for _ in range(8)]
+        _, lo, hi = ratio_interval(rounds)
+        hits += lo <= 1.03 <= hi
+        widths.append(math.log(hi / lo))
+        by_median = [math.log(np.median(a) / np.median(b)) for a, b in rounds]
+        _, mlo, mhi = log_interval(by_median)
+        median_widths.append(math.log(mhi / mlo))
+    assert 0.93 <= hits / 1000 <= 0.97
+    assert np.median(widths) < 0.5 * np.median(median_widths)
