@@ -1,6 +1,6 @@
 """Which of a job's steps a round's ratio should read: the median, or the fast steps the machine left alone?
 
-    .venv/bin/python benchmarks/step_statistic.py                 # 10 rounds quiet + 10 beside a bursty process (~5 min)
+    .venv/bin/python benchmarks/step_statistic.py            # 10 rounds quiet + 10 beside a bursty process (~5 min)
     .venv/bin/python benchmarks/step_statistic.py --rounds 16
 
 The demo's spec (tiny GPT-2, batch 8, seq 64, 40 steps of which 5 warmup, 1 thread), eager against Inductor, fixed
@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "step_statistic"))
     args = ap.parse_args()
     data = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "command": "python benchmarks/step_statistic.py" + (f" --rounds {args.rounds}" if args.rounds != 10 else ""),
+            "command": "python benchmarks/step_statistic.py" + (f" --rounds {args.rounds}" * (args.rounds != 10)),
             "conditions": {}}
     for cond, load in (("quiet", 0), ("beside a bursty busy process", 1)):
         data["conditions"][cond] = run(args.rounds, load)

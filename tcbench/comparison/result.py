@@ -93,14 +93,15 @@ class Comparison:
         return [(a, b) for a, b in self.pairs(label) if a.ok and b.ok and steady(a.records) and steady(b.records)]
 
     def resolved(self) -> bool:
-        """Whether every compared label's interval is within the rule's resolution (adaptive rounds)."""
+        """Whether every compared label's interval is narrow enough to decide at the rule's resolution (adaptive
+        rounds, ``RoundsRule.resolved``)."""
         return self.rule is not None and all(self.rule.resolved(self._logs(label)) for label in self.backends[1:])
 
     def next_labels(self) -> list[str]:
         """The labels the next round runs, the baseline first. Fixed rounds: all of them. Adaptive rounds
         (``RoundsRule.running``): a compared label whose interval is within the resolution, or already decided (its
         99.9 % interval excludes 1), sits out while another label is neither. In the demo, xla (0.35×) is decided
-        after the 4-round pilot; its 13 s of each 20 s round then go to the eager/inductor pair, the open question."""
+        after 3 rounds; its 13 s of each 20 s round then go to the eager/inductor pair, the open question."""
         if self.rule is None:
             return list(self.backends)
         compared = self.backends[1:]

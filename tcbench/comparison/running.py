@@ -302,7 +302,8 @@ def _stop_reason(cmp: Comparison, done: int, elapsed_s: float, next_s: float) ->
     if broken:
         return "broken", f"{broken[0].name} round {broken[0].round} ended {broken[0].status}"
     if done and cmp.resolved():
-        return "resolved", (f"resolution reached: every interval within ±{rule.resolve:.0%} after {done} rounds"
+        return "resolved", (f"resolution reached: every interval narrow enough to decide at ±{rule.resolve:.0%} "
+                            f"after {done} rounds"
                             + _sitting_out(cmp))
     if done >= rule.max_rounds:
         return "max_rounds", f"max_rounds={rule.max_rounds} reached" + _sitting_out(cmp)

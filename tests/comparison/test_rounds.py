@@ -103,14 +103,12 @@ def test_a_decided_label_sits_out_while_another_is_open_and_both_say_how_many_ro
     cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], resolve=0.05, budget_s=40, store=store)
     ran = {b: [r for backend, r in calls if backend == b] for b in ("eager", "inductor", "xla")}
     assert ran["xla"][:3] == [0, 1, 2] and 3 not in ran["xla"] and len(ran["eager"]) == cmp.rounds
-    assert len(ran["xla"]) < cmp.rounds and ran["inductor"][:4] == [0, 1, 2, 3]
+    assert len(ran["xla"]) < cmp.rounds and ran["inductor"] == ran["eager"]   # the open question: every round
     xla = cmp.row("xla")
     assert xla.verdict_kind == "slower" and xla.rounds == len(ran["xla"])
     assert f"from the {len(ran['xla'])} of {cmp.rounds} rounds it ran" in xla.verdict
     assert f"xla sat out {cmp.rounds - len(ran['xla'])} of them (decided or resolved early)" in cmp.stop_reason
-    # inductor, resolved, sat out while xla ran to its resolution: its verdict counts its own rounds as well
-    assert len(ran["inductor"]) < cmp.rounds and f"from the {len(ran['inductor'])} of {cmp.rounds}" in cmp.row(
-        "inductor").verdict
+    assert "sat out" not in cmp.row("inductor").verdict
     again = cmp_mod.load_comparison(cmp.comparison_id, store)
     assert again.row("xla").verdict == xla.verdict
 
