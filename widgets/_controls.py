@@ -184,9 +184,9 @@ class Controls:
     def _round_inputs(self) -> None:
         """How many rounds: a resolution and a time budget, or a fixed count."""
         self.resolve_pct = w.FloatText(value=DEFAULT_RESOLVE * 100, continuous_update=False,
-                                       tooltip="rounds are added until every speedup's 95 % interval is within "
-                                               "± this many per cent, or the time budget is spent; 0: a fixed "
-                                               "number of rounds")
+                                       tooltip="rounds are added until every speedup's verdict at ± this many "
+                                               "per cent is decided (faster, slower or no measurable difference), "
+                                               "or the time budget is spent; 0: a fixed number of rounds")
         self.budget_s = w.FloatText(value=DEFAULT_BUDGET_S, continuous_update=False,
                                     tooltip="the adaptive rounds' time budget: no round starts that would end past it")
         self.rounds = w.IntText(value=DEFAULT_ROUNDS, continuous_update=False, tooltip="with ± 0: rounds alternate the "

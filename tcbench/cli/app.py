@@ -130,7 +130,7 @@ def _add_round_options(p: argparse.ArgumentParser, adaptive: bool) -> None:
                         f"first stage ({default})")
     resolve = f"{DEFAULT_RESOLVE:g} when rounds are adaptive" if adaptive else "fixed rounds"
     g.add_argument("--resolve", type=float, default=None,
-                   help=f"add rounds until every speedup's 95 %% interval is within ± this share (0.05: ±5 %%; "
+                   help=f"add rounds until every speedup's verdict at ± this share is decided (0.05: ±5 %%; "
                         f"default: {resolve})")
     budget = f"{DEFAULT_BUDGET_S:g} when rounds are adaptive" if adaptive else "none"
     g.add_argument("--budget-s", type=float, default=None,
@@ -159,7 +159,7 @@ def _add_compare(sub: "argparse._SubParsersAction") -> None:
     p = command(sub, "compare", "run the eager baseline and compiled jobs, print the summary and verdicts",
                 "tcbench compare --backends eager,inductor --report report.html",
                 "Each job runs in its own process, native and compiled in alternating rounds. By default rounds are "
-                f"added until every\nspeedup's 95 % interval is within ±{DEFAULT_RESOLVE * 100:g} % or "
+                f"added until every\nspeedup's verdict at ±{DEFAULT_RESOLVE * 100:g} % is decided or "
                 f"{DEFAULT_BUDGET_S:g} s have passed. The comparison is stored: tcbench show ID prints it again.")
     add_job_options(p)
     group(p, MEASUREMENT).add_argument(

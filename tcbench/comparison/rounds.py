@@ -10,7 +10,7 @@ from tcbench.core.spec import WEEK_S
 from tcbench.measure.interval import PILOT_ROUNDS, RoundsRule
 
 DEFAULT_ROUNDS = 3          # a fixed number of rounds (noise_floor, and compare(rounds=...))
-DEFAULT_RESOLVE = 0.05      # compare()'s default: rounds are added until the interval is within ±5 % ...
+DEFAULT_RESOLVE = 0.05      # compare()'s default: rounds are added until the verdict at ±5 % is decided ...
 DEFAULT_BUDGET_S = 60.0     # ... or 60 s of rounds have passed (a first cold compile not counted)
 MAX_ROUNDS = 30
 ROUNDS_CAP = 1000   # the most rounds any comparison may ask for (fixed or adaptive)

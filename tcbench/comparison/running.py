@@ -38,7 +38,8 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
     Rounds alternate the order (A B, then B A, ...) so a drift of the machine does not favour one side, and every
     round forks its jobs from a warm launcher of its own, so no two rounds share a launcher's luck (its memory layout).
 
-    - Default: rounds are added until every speedup's 95 % interval is within ±5 % (``DEFAULT_RESOLVE``) or
+    - Default: rounds are added until every speedup's interval is narrow enough to decide the verdict at ±5 %
+      (``DEFAULT_RESOLVE``; ``RoundsRule.resolved``: its 95 % and 90 % half-widths together within it) or
       60 s of rounds (``DEFAULT_BUDGET_S``; a backend's first compile into an empty cache is paid once and not
       counted) have passed, at most ``max_rounds``. ``resolve=0.03, budget_s=120`` asks for
       another resolution or budget (``budget_s=None`` with a ``resolve``: no time limit); ``rounds`` is then the

@@ -12,9 +12,10 @@ of one process are not independent, so only the spread between rounds says how f
   between-round effect; benchmarks/trust.py runs real ones, quiet and beside a bursty busy process.
 - **Adaptive rounds** (``compare(resolve=0.05)``): Stein's two-stage procedure (C. Stein, "A two-sample test for a
   linear hypothesis whose power is independent of the variance", Ann. Math. Statist. 16 (1945) 243–258). The first
-  ``pilot`` rounds give the spread ``s0``; rounds are added until the interval's half-width is within the asked
-  resolution, the interval being the wider of Stein's ``mean ± t(0.975, pilot−1)·s0/√n`` and the plain t-interval
-  over all ``n`` rounds. Stein's half-width depends on the pilot's spread only, never on where the ratio lies, so
+  ``pilot`` rounds give the spread ``s0``; rounds are added until the interval's half-widths decide the verdict at
+  the asked resolution (``RoundsRule.resolved``), the interval being the wider of Stein's
+  ``mean ± t(0.975, pilot−1)·s0/√n`` and the plain t-interval over all ``n`` rounds. Stein's half-width depends
+  on the pilot's spread only, never on where the ratio lies, so
   stopping on it keeps the coverage (the mean of normal data is independent of its sample variance); the plain
   t-interval guards against a machine that turned noisier after the pilot. A plain "stop when the t-interval is
   narrow enough" (Chow–Robbins) stops on lucky small spreads and covered only 90–93 % in the same simulation.

@@ -1,4 +1,4 @@
-"""compare()'s rounds: fixed, or added until the interval is within the asked resolution, the budget is spent, the
+"""compare()'s rounds: fixed, or added until the verdict at the asked resolution is decided, the budget is spent, the
 maximum is reached or a job cannot run — and the result says which. The job runner is a stand-in here (synthetic
 step times with a known ratio); real jobs are in test_comparison.py."""
 
@@ -121,7 +121,7 @@ def test_a_label_with_a_disturbed_round_never_sits_out_as_decided(store, fake, l
     calls = fake(ratio={"inductor": 1.0, "xla": 0.35}, process_sd=0.08, seconds_per_job=1.0, loaded=loaded)
     cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], resolve=0.05, budget_s=40, store=store)
     ran = [r for b, r in calls if b == "xla"]
-    if loaded:   # never decided: it runs every round until its interval is within ±5 % (resolved) at least
+    if loaded:   # never decided: it runs every round until it is resolved at least
         first = next((i for i, r in enumerate(ran) if r != i), len(ran))   # the rounds it ran before sitting out
         assert first > 3 and (first == cmp.rounds or cmp.rule.resolved(cmp._logs("xla")[:first]))
         assert cmp.row("xla").verdict_kind == "inconclusive"
