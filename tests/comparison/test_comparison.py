@@ -296,7 +296,12 @@ def test_aa_is_judged_like_any_pair():
     elif lo > 1 or hi < 1:
         expected = "faster" if lo > 1 else "slower"
     else:
-        expected = "no measurable difference" if hi <= 1.05 and lo >= 1 / 1.05 else "inconclusive"   # ±5 %: asked
+        from tcbench.measure.interval import EQUIVALENCE_CONFIDENCE, ratio_interval
+        from tcbench.measure.metrics import steady
+        steps = [([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
+                 for a, b in cmp.complete_pairs("eager (A/A)")]
+        _, eq_lo, eq_hi = ratio_interval(steps, confidence=EQUIVALENCE_CONFIDENCE)   # two one-sided tests: 90 %
+        expected = "no measurable difference" if eq_hi <= 1.05 and eq_lo >= 1 / 1.05 else "inconclusive"   # ±5 %
     assert row.verdict_kind == expected, row.verdict
     assert row.loss_parity is True and row.loss_diff == 0   # same seed, same data, same kernels
 
