@@ -313,6 +313,7 @@ class JobProgress:
         self.box = w.VBox([])
         self.box.add_class("tcb-progress")
         self._rows: dict[str, tuple[w.IntProgress, w.HTML]] = {}
+        self._adding = threading.Lock()   # a lock-step round's jobs start together, each from a thread of its own
 
     def clear(self) -> None:
         self._rows = {}
@@ -323,8 +324,9 @@ class JobProgress:
         bar.add_class("tcb-progress-bar")
         text = w.HTML(f"<code>{html.escape(job)}</code> starting…")
         text.add_class("tcb-progress-text")
-        self._rows[job] = (bar, text)
-        self.box.children = (*self.box.children, w.HBox([bar, text], layout=w.Layout(align_items="center")))
+        with self._adding:
+            self._rows[job] = (bar, text)
+            self.box.children = (*self.box.children, w.HBox([bar, text], layout=w.Layout(align_items="center")))
 
     def step(self, job: str, record: Any) -> None:
         if job not in self._rows:

@@ -140,10 +140,10 @@ def _add_round_options(p: argparse.ArgumentParser, adaptive: bool) -> None:
 
 def _add_pairing(p: argparse.ArgumentParser) -> None:
     group(p, MEASUREMENT).add_argument(
-        "--pairing", default="sequential", choices=PAIRINGS,
-        help="sequential: a round's jobs one after the other; lockstep: together, taking turns of 5 measured steps "
-             "on the same CPUs once each has compiled, so the machine's speed of the moment is common to both "
-             "(default: sequential)")
+        "--pairing", default="auto", choices=PAIRINGS,
+        help="lockstep: a round's jobs together, taking turns of 5 measured steps on the same CPUs once each has "
+             "compiled, so the machine's speed of the moment is common to both; sequential: one after the other; "
+             "auto: lockstep where every job can take turns and no GPU is present, else sequential (default: auto)")
 
 
 def _add_outputs(p: argparse.ArgumentParser) -> None:

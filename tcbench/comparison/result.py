@@ -27,6 +27,17 @@ from tcbench.core.cost import cost_table
 from tcbench.view.report import comparison_html, write_plotlyjs
 
 
+MIN_WARM_ROUNDS = 2   # a cold round is left out of the ratio once this many other rounds are complete (ratio_pairs)
+
+
+def cold_round(states: dict[int, str], shared: bool) -> int | None:
+    """The one round whose job filled the empty shared compile cache while the others loaded it warm (``states``:
+    each round's ``cache_state``; ``shared``: the jobs ran with ``cache="shared"``), else None
+    (``Comparison.cold_round``)."""
+    cold = [rnd for rnd, state in states.items() if state == "cold"]
+    return cold[0] if shared and len(cold) == 1 and "warm" in states.values() else None
+
+
 def median_of(values: Sequence[Any]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
@@ -89,8 +100,27 @@ class Comparison:
         return [(nat[r.round], r) for r in self.by_backend(label) if r.round in nat]
 
     def complete_pairs(self, label: str) -> list[tuple[JobResult, JobResult]]:
-        """The rounds where both jobs ended ok with steady steps: the ones the speedup is measured on."""
+        """The rounds where both jobs ended ok with steady steps (memory, loss parity and compile figures read
+        them; the speedup reads ``ratio_pairs``)."""
         return [(a, b) for a, b in self.pairs(label) if a.ok and b.ok and steady(a.records) and steady(b.records)]
+
+    def ratio_pairs(self, label: str) -> list[tuple[JobResult, JobResult]]:
+        """The complete rounds the speedup is measured on: all of them, except a round whose compiled job filled the
+        empty shared compile cache (``cold_round``), left out once ``MIN_WARM_ROUNDS`` others are complete."""
+        pairs = self.complete_pairs(label)
+        cold = self.cold_round(label)
+        kept = [(a, b) for a, b in pairs if b.round != cold]
+        return kept if cold is not None and len(kept) >= MIN_WARM_ROUNDS else pairs
+
+    def cold_round(self, label: str) -> int | None:
+        """The round whose ``label`` job compiled into the empty shared compile cache (``cache_state == "cold"`` with
+        ``cache="shared"``) while the label's other jobs loaded warm; None when there is none. Its steps are not those
+        of the warm jobs that every later round runs: on fresh stores its log ratio landed 0.059 (log) below the
+        later rounds' on average (9 demos, AMD EPYC, 2026-11-27/28; its compiled job slower, its native one faster),
+        where warm first comparisons' round 0 lay 0.001 from theirs (13; benchmarks/first_comparisons_amd.json). A
+        label whose every job compiles cold (``cache="cold"``, or xla, whose jobs each compile) has no such round."""
+        jobs = [r for r in self.by_backend(label) if r.ok]
+        return cold_round({r.round: r.cache_state for r in jobs}, all(r.spec.cache == "shared" for r in jobs))
 
     def resolved(self) -> bool:
         """Whether every compared label's interval is narrow enough to decide at the rule's resolution (adaptive
@@ -105,7 +135,7 @@ class Comparison:
         if self.rule is None:
             return list(self.backends)
         compared = self.backends[1:]
-        disturbed = {label for label in compared if any(r.noisy for pair in self.complete_pairs(label) for r in pair)}
+        disturbed = {label for label in compared if any(r.noisy for pair in self.ratio_pairs(label) for r in pair)}
         return [self.backends[0], *self.rule.running({label: self._logs(label) for label in compared}, disturbed)]
 
     def sat_out(self, label: str) -> int:
@@ -118,7 +148,7 @@ class Comparison:
 
     def _logs(self, label: str) -> list[float]:
         return log_ratios([([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)])
-                           for a, b in self.complete_pairs(label)])
+                           for a, b in self.ratio_pairs(label)])
 
     def row(self, label: str) -> SummaryRow:
         """One job label summed over its rounds (the baseline's row has no pair figures)."""
@@ -152,8 +182,8 @@ class Comparison:
 
     def _pair_fields(self, label: str, med: float | None) -> dict[str, Any]:
         pairs = self.pairs(label)
-        complete = self.complete_pairs(label)
-        steps = [([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)]) for a, b in complete]
+        complete, measured = self.complete_pairs(label), self.ratio_pairs(label)
+        steps = [([s.step_s for s in steady(a.records)], [s.step_s for s in steady(b.records)]) for a, b in measured]
         pilot = self.rule.pilot if self.rule else None
         sp, lo, hi = ratio_interval(steps, pilot=pilot)
         _, eq_lo, eq_hi = ratio_interval(steps, pilot=pilot, confidence=EQUIVALENCE_CONFIDENCE)
@@ -164,12 +194,12 @@ class Comparison:
                     for a, b in pairs for r in (a, b) if not r.ok]
         if not pairs:
             problems.append("no round ran both jobs")
-        noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in complete for r in (a, b) if r.noisy})
+        noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in measured for r in (a, b) if r.noisy})
         what_to_do = advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
                             self.rule and self.rule.budget_s, self.stop_kind, bool(noisy),
                             self.rule and self.rule.max_rounds,
                             gpu=any(r.device.startswith("cuda") for a, b in pairs for r in (a, b)))
-        kind, text = verdict(sp, lo, hi, noisy, problems, len(complete) or self.rounds, what_to_do,
+        kind, text = verdict(sp, lo, hi, noisy, problems, len(measured) or self.rounds, what_to_do,
                              self.rule.resolve if self.rule else DEFAULT_RESOLVE, equivalence=(eq_lo, eq_hi))
         nat_med = median_of([a.median_step_s for a, _ in complete])
         # what compiling adds to the warmup: the compiled job's warmup overhead minus native's own (eager warms up too)
@@ -180,6 +210,9 @@ class Comparison:
         if self.sat_out(label):
             text += (f" (from the {self.rounds - self.sat_out(label)} of {self.rounds} rounds it ran: decided or "
                      "resolved early, it sat out the rest while another label was not)")
+        if len(measured) < len(complete):
+            text += (f" (round {self.cold_round(label)} left out of the ratio: its compiled job filled the empty "
+                     "compile cache, and a cold-compiled round's steps are not the warm jobs' of every later round)")
         if kind == "faster" and be_lo is not None:
             text += f"; compiling pays off after {be_lo:,.0f}–{be_hi:,.0f} steps"
         elif kind == "slower":

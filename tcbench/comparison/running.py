@@ -21,18 +21,19 @@ from tcbench.core.spec import BACKENDS, JobSpec, check_same_workload
 from tcbench.measure.interval import RoundsRule
 from tcbench.runner.preflight import check as preflight
 from tcbench.core.events import Observer
+from tcbench.core.profiles import nvidia_gpus
 from tcbench.runner.process import run
 from tcbench.runner.session import ComparisonSession, Either, comparison_session
 from tcbench.runner.turns import Turns
 from tcbench.store.api import Store
 
-PAIRINGS = ("sequential", "lockstep")
+PAIRINGS = ("auto", "sequential", "lockstep")
 
 
 def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int | None = None,
             observer: Observer | None = None, stop: threading.Event | None = None,
             store: Store | None = None, kind: str = "compare", resolve: float | None = None,
-            budget_s: float | None = None, max_rounds: int = MAX_ROUNDS, pairing: str = "sequential") -> Comparison:
+            budget_s: float | None = None, max_rounds: int = MAX_ROUNDS, pairing: str = "auto") -> Comparison:
     """Run ``spec`` natively and with each backend in ``backends``, in alternating rounds, until the answer is known.
 
     Rounds alternate the order (A B, then B A, ...) so a drift of the machine does not favour one side, and every
@@ -49,10 +50,12 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
       another is neither (``Comparison.next_labels``); its verdict says how many rounds it ran.
     - ``rounds=3`` alone: exactly 3 rounds.
 
-    ``pairing``: "sequential" (default) runs a round's jobs one after the other; "lockstep" starts them together and,
-    once each has compiled, lets them take turns of a few measured steps on the same CPUs, so that the machine's
-    speed of the moment is common to both sides of every turn (``tcbench.runner.turns``; CPU jobs of tcbench's
-    worker, one process each).
+    ``pairing``: "lockstep" starts a round's jobs together and, once each has compiled, lets them take turns of a
+    few measured steps on the same CPUs, so that the machine's speed of the moment is common to both sides of every
+    turn (``tcbench.runner.turns``; jobs of tcbench's worker, one process each); "sequential" runs them one after
+    the other; "auto" (default): lock-step where every job can take turns and no GPU is present, else sequential
+    (``Comparison.pairing`` says which ran). On this 2-core CPU lock-step rounds spread 2-10 times less than
+    sequential ones (docs/concepts/measurement.md, "Lock-step rounds").
 
     ``spec.backend`` inside ``backends`` runs the job against itself (A/A, labelled ``"eager (A/A)"``); its interval
     excludes 1 in about 5 % of comparisons, as any 95 % interval does when nothing differs.
@@ -69,7 +72,7 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
 def compare_configs(native: JobSpec, variants: Mapping[str, JobSpec], rounds: int | None = None,
                     observer: Observer | None = None, stop: threading.Event | None = None, store: Store | None = None,
                     kind: str = "compare", resolve: float | None = None, budget_s: float | None = None,
-                    max_rounds: int = MAX_ROUNDS, pairing: str = "sequential") -> Comparison:
+                    max_rounds: int = MAX_ROUNDS, pairing: str = "auto") -> Comparison:
     """``compare`` for jobs that differ in more than their backend: ``native`` against each labelled spec of
     ``variants`` (``{"inductor: default": spec_a, "inductor: bf16": spec_b}``), in the same alternating rounds, with
     the same rule, intervals and verdicts (and ``pairing``); each variant's jobs are stored under its label."""
@@ -100,7 +103,7 @@ def compare_configs(native: JobSpec, variants: Mapping[str, JobSpec], rounds: in
 def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str] = ("inductor",),
                    rounds: int | None = DEFAULT_ROUNDS, observer: Observer | None = None,
                    stop: threading.Event | None = None, store: Store | None = None, resolve: float | None = None,
-                   budget_s: float | None = None, pairing: str = "sequential", **spec_fields: Any) -> Comparison:
+                   budget_s: float | None = None, pairing: str = "auto", **spec_fields: Any) -> Comparison:
     """Run ``python script *args`` natively (eager) and with each backend in ``backends``, ``rounds``
     alternating rounds, each job in its own process; the same ``Comparison`` as ``compare``. A script's rounds are
     fixed (3) unless ``resolve`` / ``budget_s`` ask for adaptive rounds as ``compare`` has them.
@@ -120,7 +123,7 @@ def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str
 
 def noise_floor(spec: JobSpec, rounds: int = DEFAULT_ROUNDS, observer: Observer | None = None,
                 stop: threading.Event | None = None, store: Store | None = None,
-                pairing: str = "sequential") -> NoiseFloor:
+                pairing: str = "auto") -> NoiseFloor:
     """Run ``spec`` against itself (A/A, ``rounds`` rounds) and report the smallest speedup resolvable now
     (``pairing`` as in ``compare``)."""
     store = store or Store()
@@ -164,13 +167,13 @@ def _pairing(pairing: Any, cmp: Comparison) -> str:
     """``pairing`` checked against the comparison's jobs, before anything is stored or started."""
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing={pairing!r} is not allowed; allowed: {', '.join(map(repr, PAIRINGS))}")
-    if pairing == "lockstep":
-        for label in cmp.backends:
-            s = cmp.spec_for(label)
-            if s.script is not None or s.world_size > 1:
-                what = "a script" if s.script is not None else f"a data-parallel job (nproc={s.nproc})"
-                raise ValueError(f"pairing='lockstep' is not allowed for {what}: only tcbench's own worker, one "
-                                 "process per job, takes turns; allowed: pairing='sequential'")
+    alone = [s for s in map(cmp.spec_for, cmp.backends) if s.script is not None or s.world_size > 1]
+    if pairing == "auto":
+        return "sequential" if alone or nvidia_gpus() else "lockstep"
+    if pairing == "lockstep" and alone:
+        what = "a script" if alone[0].script is not None else f"a data-parallel job (nproc={alone[0].nproc})"
+        raise ValueError(f"pairing='lockstep' is not allowed for {what}: only tcbench's own worker, one "
+                         "process per job, takes turns; allowed: pairing='sequential' or 'auto'")
     return pairing
 
 
@@ -199,14 +202,14 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
     rnd = 0
     while not session.stopped:
         labels = cmp.next_labels()
-        kind, reason = _stop_reason(cmp, rnd, time.monotonic() - started - _one_off_s(cmp.results),
+        kind, reason = _stop_reason(cmp, rnd, time.monotonic() - started - _one_off_s(cmp),
                                     _next_round_s(took, tuple(labels)))
         if reason:
             cmp.stop_kind, cmp.stop_reason = kind, reason
             break
         draw = object()   # every round its own warm launcher: rounds never share a launcher's luck
         order = labels if rnd % 2 == 0 else labels[::-1]
-        round_start, one_off_before = time.monotonic(), _one_off_s(cmp.results)
+        round_start, one_off_before = time.monotonic(), _one_off_s(cmp)
         if cmp.pairing == "lockstep":
             cmp.results.extend(_lockstep_round(cmp, order, rnd, observer, session, store, draw))
         else:
@@ -216,7 +219,7 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
                 cmp.results.append(run(cmp.spec_for(label), observer, session.stop, store, cmp.comparison_id, rnd,
                                        f"{label}#{rnd}", label=label if label != cmp.spec_for(label).backend else "",
                                        draw=draw))
-        took.append((tuple(labels), time.monotonic() - round_start - (_one_off_s(cmp.results) - one_off_before)))
+        took.append((tuple(labels), time.monotonic() - round_start - (_one_off_s(cmp) - one_off_before)))
         rnd += 1
         if cmp.rule is not None:
             cmp.rounds = session.rounds = rnd
@@ -255,26 +258,31 @@ def _lockstep_round(cmp: Comparison, order: list[str], rnd: int, observer: Obser
     return [results[label] for label in order if label in results]
 
 
-def one_off_compile_s(results: Sequence[Any]) -> float:
+def one_off_compile_s(results: Sequence[Any], together: bool = False) -> float:
     """The seconds of compiling that no later round pays again: each label's first job's compile, when it filled an
     empty cache (``cache_state == "cold"``). The rounds' budget does not count them: on an H200 gpt2 base's cold
     Inductor compile (63 s) spent compare's whole 60 s, and the rule stopped at two rounds, inconclusive at 1.94×
-    (0.27-14.3×)."""
+    (0.27-14.3×). ``together``: the jobs ran at once (lock-step), so their compiles overlapped: the longest."""
     first: dict[str, Any] = {}
     for r in results:
         first.setdefault(r.label or r.spec.backend, r)
-    return sum(r.compile_latency_s or 0.0 for r in first.values() if r.cache_state == "cold")
+    return _total([r.compile_latency_s or 0.0 for r in first.values() if r.cache_state == "cold"], together)
 
 
-def first_launch_s(results: Sequence[Any]) -> float:
+def first_launch_s(results: Sequence[Any], together: bool = False) -> float:
     """The seconds the first round's jobs waited for their processes: the first launcher of each job environment
     importing torch and transformers (5-10 s each), which later rounds' launchers do beside the running round. The
-    rounds' budget does not count them."""
-    return sum(r.extra.start_s or 0.0 for r in results if r.round == 0)
+    rounds' budget does not count them. ``together``: the jobs started at once (lock-step): the longest wait."""
+    return _total([r.extra.start_s or 0.0 for r in results if r.round == 0], together)
 
 
-def _one_off_s(results: Sequence[Any]) -> float:
-    return one_off_compile_s(results) + first_launch_s(results)
+def _total(seconds: list[float], together: bool) -> float:
+    return max(seconds, default=0.0) if together else sum(seconds)
+
+
+def _one_off_s(cmp: Comparison) -> float:
+    together = cmp.pairing == "lockstep"
+    return one_off_compile_s(cmp.results, together) + first_launch_s(cmp.results, together)
 
 
 def _next_round_s(took: Sequence[tuple[tuple[str, ...], float]], labels: tuple[str, ...]) -> float:
@@ -311,7 +319,9 @@ def _stop_reason(cmp: Comparison, done: int, elapsed_s: float, next_s: float) ->
     # a single round says nothing about the spread between processes: the budget ends the rounds after two at the
     # earliest (a first round's cold compile would otherwise leave "0.91× (single round)" as the answer)
     if rule.budget_s is not None and done >= 2 and elapsed_s + next_s > rule.budget_s:
-        one_offs = ((one_off_compile_s(cmp.results), "cold compiles"), (first_launch_s(cmp.results), "first launches"))
+        together = cmp.pairing == "lockstep"
+        one_offs = ((one_off_compile_s(cmp.results, together), "cold compiles"),
+                    (first_launch_s(cmp.results, together), "first launches"))
         left_out = [f"{seconds:.0f} s of {what}" for seconds, what in one_offs if seconds >= 0.5]
         return "budget", (f"budget spent: {elapsed_s:.0f} s of budget_s={rule.budget_s:g} s ran {done} rounds"
                           + (f" (and {' and '.join(left_out)}, not counted)" if left_out else "")

@@ -1,7 +1,8 @@
 """The speedup's 95 % interval (and the 90 % one that equivalence is judged on), and the rounds an asked resolution
 needs.
 
-**The unit is the round.** A round runs the native job and the compiled job back to back, each in its own process,
+**The unit is the round.** A round runs the native job and the compiled job, each in its own process (taking turns
+of a few steps on a CPU, ``tcbench.runner.turns``; back to back on a GPU),
 and gives one log ratio ``r = log(native's fast step ÷ compiled's fast step)``. Process-to-process spread (the same
 job lands ±5 % apart from one process to the next here) dwarfs the step-to-step spread inside a job, and the steps
 of one process are not independent, so only the spread between rounds says how far the next round may land.
@@ -21,6 +22,10 @@ of one process are not independent, so only the spread between rounds says how f
   narrow enough" (Chow–Robbins) stops on lucky small spreads and covered only 90–93 % in the same simulation.
 - **One round**: nothing is known about the spread between processes; the interval is a percentile bootstrap of the
   round's steps (step-to-step spread only), and the verdict says "single round".
+
+**The round that filled the cache** (a backend's first job on a fresh store, which compiled into the empty cache
+while every later one loads it warm) is not one of these alike rounds; ``Comparison.ratio_pairs`` leaves it out once
+two others are complete (docs/concepts/reading-a-verdict.md).
 
 **The job's step** is the 10th percentile of its steady steps (``fast_step``), not their median. A shared machine
 slows some stretches of a job (another tenant's burst, the hypervisor), more in one round than in the next, and a

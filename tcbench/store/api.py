@@ -121,6 +121,7 @@ class RoundStep:
     round: int
     name: str             # the job's label where one is stored (an A/A twin, a variant), else its backend
     step_s: float         # its fast_step_s (the median for a job stored before that was kept)
+    cache_state: str = ""   # "cold", "warm", "artifacts" for a compiled job ("" for a native one)
 
 
 @dataclass(frozen=True)
@@ -500,12 +501,13 @@ class Store:
         if not comparison_ids:
             return []
         ids = {f"c{i}": int(cid) for i, cid in enumerate(comparison_ids)}
-        df = self.query("SELECT comparison_id, round, backend, label, COALESCE(fast_step_s, median_step_s) AS step_s "
+        df = self.query("SELECT comparison_id, round, backend, label, COALESCE(fast_step_s, median_step_s) AS step_s, "
+                        "cache_state "
                         f"FROM runs WHERE comparison_id IN "
                         f"({', '.join(':' + k for k in ids)}) AND status = 'ok' AND host = :host "
                         "AND median_step_s > 0 AND (noisy IS NULL OR noisy = 0)", {**ids, "host": host})
-        return [RoundStep(int(r.comparison_id), int(r.round), r.label or r.backend, float(r.step_s))
-                for r in df.itertuples()]
+        return [RoundStep(int(r.comparison_id), int(r.round), r.label or r.backend, float(r.step_s),
+                          r.cache_state or "") for r in df.itertuples()]
 
     def ok_runs(self, backend: str, model: str, size: str, batch_size: int, precision: str) -> list[StoredRun]:
         """The runs that ended ok with these columns, newest first; which of their specs match is the caller's."""

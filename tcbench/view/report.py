@@ -271,7 +271,8 @@ def spec_table_html(spec: Any) -> str:
 _METHOD = """<p>Step time: median of the steady-state steps (the first {warmup} warmup steps are reported apart).
 Speedup: native fast step ÷ compiled fast step, a job's fast step being the 10th percentile of its steady steps
 (the steps a shared machine left alone), with a 95 % interval (a t-interval over the rounds' log ratios;
-Stein's two-stage interval when rounds were added until a resolution);
+Stein's two-stage interval when rounds were added until a resolution; a round whose compiled job filled the empty
+compile cache is left out once two others are complete);
 "faster" or "slower" only when the interval excludes 1. Compile latency: warmup time − warmup steps × steady
 median. Memory: peak above the post-load baseline (CPU: RSS high-water), written as the compiled peak ÷ the native
 peak, "no measurable difference" when its interval contains 1. Break-even: the warmup compiling adds

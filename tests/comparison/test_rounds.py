@@ -25,18 +25,20 @@ SPEC = JobSpec(model="gpt2", size="tiny", batch_size=8, seq_len=32, steps=30, wa
 
 def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_at: int | None = None,
           seconds_per_job: float = 1.0, seed: int = 0, loaded: bool = False, cold_compile_s: float = 0.0,
-          first_launch_s: float = 0.0):
+          first_launch_s: float = 0.0, cold_offset: float | None = None):
     """A stand-in for the job runner: steps of 25 ms natively, 25/ratio ms compiled (``ratio``: one for every backend,
     or one per backend), each process ``process_sd`` (log)
     off its truth; the ``fail_at``-th job fails; ``loaded``: every job had the CPU a third of its wall time (noisy).
     Each job advances the fake clock by ``seconds_per_job``, and the first compiled one by ``cold_compile_s`` more
     (its compile filled an empty cache); the first job waits ``first_launch_s`` for its process (a launcher's
-    imports)."""
+    imports). ``cold_offset``: the compiled job that filled the empty cache steps that much (log) slower than its
+    truth, and the later ones say they loaded it warm."""
     rng = np.random.default_rng(seed)
     clock = [0.0]
     calls: list = []
 
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None,
+            turns=None):
         calls.append((spec.backend, round))
         clock[0] += seconds_per_job
         cold = spec.backend != "eager" and not any(b == spec.backend for b, _ in calls[:-1])
@@ -45,13 +47,14 @@ def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_
         clock[0] += waited
         truth = ratio.get(spec.backend, 1.0) if isinstance(ratio, dict) else ratio
         level = 0.025 / (truth if spec.backend != "eager" else 1.0) * math.exp(rng.normal(0, process_sd))
+        level *= math.exp(cold_offset) if cold and cold_offset is not None else 1.0
         recs = [StepRecord(step=i, step_s=float(level * math.exp(rng.normal(0, 0.02))), samples_s=1.0, tokens_s=1.0,
                            mem_bytes=2**20, loss=None, warmup=i < 2, seq_len=32, cpu_s=level / (3 if loaded else 1))
                 for i in range(30)]
         status = "failed" if len(calls) == fail_at else "ok"
         res = JobResult(spec=spec, status=status, run_id=len(calls), records=recs, round=round, label=label,
                         figures=job_figures(recs, 8, 2, threads=1), error="boom" if status == "failed" else "",
-                        cache_state="cold" if cold else "")
+                        cache_state="cold" if cold else "warm" if cold_offset is not None and spec.compiled else "")
         res.extra.start_s = waited
         if cold:
             res.figures = dataclasses.replace(res.figures, compile_latency_s=cold_compile_s)
@@ -64,12 +67,23 @@ def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_
     return run, calls, clock
 
 
+def _in_order(cmp, order, rnd, observer, session, store, draw):
+    def one(label):
+        spec = cmp.spec_for(label)
+        return cmp_mod.running.run(spec, observer, session.stop, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
+                                   label=label if label != spec.backend else "", draw=draw)
+    return [one(label) for label in order]
+
+
 @pytest.fixture
 def fake(monkeypatch):
     def install(**kw):
         run, calls, clock = _fake(**kw)
         monkeypatch.setattr(cmp_mod.running, "run", run)
         monkeypatch.setattr(cmp_mod.running, "time", types.SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
+        # a stand-in job takes no turns (tests/runner/test_turns.py runs real ones): a lock-step round runs them in
+        # its order, so the draws are the same whichever pairing ran
+        monkeypatch.setattr(cmp_mod.running, "_lockstep_round", _in_order)
         return calls
     return install
 
@@ -141,7 +155,7 @@ def test_a_round_the_user_stopped_midway_is_not_counted_as_sat_out(store, fake, 
         return inner(spec, *args, **kw)
 
     monkeypatch.setattr(cmp_mod.running, "run", run)
-    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], store=store, stop=stop)
+    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], store=store, stop=stop, pairing="sequential")
     assert cmp.stop_kind == "stopped" and cmp.rounds == 2 and [r.name for r in cmp.results][-1] == "xla"
     assert cmp.sat_out("inductor") == cmp.sat_out("xla") == 0 and "sat out" not in cmp.row("inductor").verdict
 
@@ -248,6 +262,49 @@ def test_the_budget_never_leaves_a_single_round(store, fake):
     cmp = cmp_mod.compare(SPEC, resolve=0.05, budget_s=60, store=store)
     assert cmp.rounds == 2 and len(calls) == 4 and cmp.stop_reason.startswith("budget spent")
     assert "single round" not in cmp.row("inductor").verdict
+
+
+def test_a_round_that_compiled_into_the_empty_cache_is_left_out_of_the_ratio_once_two_warm_rounds_are_complete(
+        store, fake):
+    """On a fresh store, round 0's compiled job fills the empty cache and every later one loads it warm: that round's
+    steps are not the warm jobs' (0.059 log off, on average, in 9 demos). Once two warm rounds are complete it is
+    left out of the ratio (and of a reloaded comparison's), and the verdict says so; with fewer it is kept."""
+    fake(ratio=1.0, process_sd=0.005, cold_offset=0.2)
+    cmp = cmp_mod.compare(SPEC, rounds=4, store=store)
+    row = cmp.row("inductor")
+    assert cmp.cold_round("inductor") == 0 and [b.round for _, b in cmp.ratio_pairs("inductor")] == [1, 2, 3]
+    # round 0 alone: 0.82×; pooled with it, 0.95×
+    assert row.rounds == 4 and 0.98 < row.speedup < 1.02 and row.speedup_ci_low <= 1.0 <= row.speedup_ci_high
+    assert "round 0 left out of the ratio" in row.verdict
+    again = cmp_mod.load_comparison(cmp.comparison_id, store).row("inductor")
+    assert (again.speedup, again.speedup_ci_low) == (row.speedup, row.speedup_ci_low)
+
+    fake(ratio=1.0, process_sd=0.005, cold_offset=0.2)
+    two = cmp_mod.compare(SPEC, rounds=2, store=store)
+    assert len(two.ratio_pairs("inductor")) == 2 and "left out" not in two.row("inductor").verdict
+    # jobs that each compile (cache="cold", or xla) have no cold round to leave out
+    assert cmp_mod.result.cold_round({0: "cold", 1: "cold", 2: "cold"}, shared=True) is None
+    assert cmp_mod.result.cold_round({0: "cold", 1: "warm"}, shared=False) is None
+
+
+def test_rounds_take_turns_by_default_on_a_cpu_and_run_one_after_the_other_where_jobs_cannot(store, fake,
+                                                                                              monkeypatch):
+    """``pairing="auto"`` (the default): lock-step rounds where every job is tcbench's worker, one process, and no
+    GPU is present (they spread 2-10 times less than sequential ones on this CPU); sequential where a job cannot
+    take turns (a data-parallel job) or on a GPU, whose jobs would hold its memory together. The comparison says which
+    ran, stored too; asking for lock-step where it cannot run is refused by name before anything starts."""
+    fake(ratio=1.1, process_sd=0.005)
+    monkeypatch.setattr(cmp_mod.running, "nvidia_gpus", lambda: [])
+    cmp = cmp_mod.compare(SPEC, rounds=2, store=store)
+    assert cmp.pairing == "lockstep" and cmp_mod.load_comparison(cmp.comparison_id, store).pairing == "lockstep"
+    assert 1.08 < cmp.row("inductor").speedup < 1.12
+    assert cmp_mod.compare(SPEC, rounds=2, store=store, pairing="sequential").pairing == "sequential"
+    ddp = dataclasses.replace(SPEC, nproc=2)
+    assert cmp_mod.compare(ddp, rounds=2, store=store).pairing == "sequential"
+    with pytest.raises(ValueError, match=r"pairing='lockstep' is not allowed for a data-parallel job \(nproc=2\)"):
+        cmp_mod.compare(ddp, rounds=2, store=store, pairing="lockstep")
+    monkeypatch.setattr(cmp_mod.running, "nvidia_gpus", lambda: [("NVIDIA H200", 139.8)])
+    assert cmp_mod.compare(SPEC, rounds=2, store=store).pairing == "sequential"
 
 
 def test_the_budget_counts_the_rounds_not_the_one_off_cold_compile(store, fake):

@@ -95,7 +95,8 @@ def _fake_run(interrupt_at: int = 2, when=None):
     KeyboardInterrupt as Ctrl-C would."""
     calls: list = []
 
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None,
+            turns=None):
         if when is None or when(store, comparison_id):
             calls.append(spec)
             if len(calls) == interrupt_at:
@@ -115,7 +116,7 @@ def test_compare_interrupted_mid_way_leaves_no_running_row(store, monkeypatch):
     run, calls = _fake_run()
     monkeypatch.setattr(cmp_mod.running, "run", run)
     with pytest.raises(KeyboardInterrupt):
-        cmp_mod.compare(SPEC, backends=["eager"], rounds=2, store=store)
+        cmp_mod.compare(SPEC, backends=["eager"], rounds=2, store=store, pairing="sequential")   # run in this thread
     row = _row(store, "compare")
     assert len(calls) == 2 and row["status"] == "interrupted"
     assert [r["backend"] for r in _info(row)["summary"]] == ["eager", "eager (A/A)"]   # what ran until then
@@ -127,7 +128,7 @@ def test_noise_floor_interrupted_mid_way_leaves_no_running_row(store, monkeypatc
     run, calls = _fake_run()
     monkeypatch.setattr(cmp_mod.running, "run", run)
     with pytest.raises(KeyboardInterrupt):
-        cmp_mod.noise_floor(SPEC, rounds=2, store=store)
+        cmp_mod.noise_floor(SPEC, rounds=2, store=store, pairing="sequential")
     row = _row(store, "noise-floor")
     assert len(calls) == 2 and row["status"] == "interrupted" and "summary" in _info(row)
 

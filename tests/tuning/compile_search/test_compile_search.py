@@ -35,7 +35,8 @@ def _step_ms(spec) -> float:
 def fake_run(calls: list, drift_bf16: float = 0.0):
     """A stand-in for tcbench.runner.process.run: steady steps of ``_step_ms`` (±1 %), a falling loss; bf16 jobs'
     losses move ``drift_bf16`` away from native's (a precision that breaks parity)."""
-    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None):
+    def run(spec, observer=None, stop=None, store=None, comparison_id=None, round=0, job=None, label="", draw=None,
+            turns=None):
         calls.append((spec, label))
         notify = observer or (lambda e: None)
         res = JobResult(spec=spec, status="ok", run_id=len(calls), label=label)
