@@ -115,10 +115,11 @@ class Comparison:
     def cold_round(self, label: str) -> int | None:
         """The round whose ``label`` job compiled into the empty shared compile cache (``cache_state == "cold"`` with
         ``cache="shared"``) while the label's other jobs loaded warm; None when there is none. Its steps are not those
-        of the warm jobs that every later round runs: on fresh stores its log ratio landed 0.059 (log) below the
-        later rounds' on average (9 demos, AMD EPYC, 2026-11-27/28; its compiled job slower, its native one faster),
-        where warm first comparisons' round 0 lay 0.001 from theirs (13; benchmarks/first_comparisons_amd.json). A
-        label whose every job compiles cold (``cache="cold"``, or xla, whose jobs each compile) has no such round."""
+        of the warm jobs that every later round runs: on fresh stores its log ratio landed 0.059 below the later
+        rounds' on average in 9 sequential demos and 0.064-0.093 below in all 4 lock-step ones (AMD EPYC,
+        2026-11-27/28; its native job ran faster), where warm first comparisons' round 0 lay 0.001 (sequential, 13)
+        and 0.020 (lock-step, 9) from theirs (benchmarks/first_comparisons_amd.json, lockstep.json). A label whose
+        every job compiles cold (``cache="cold"``, or xla, whose jobs each compile) has no such round."""
         jobs = [r for r in self.by_backend(label) if r.ok]
         return cold_round({r.round: r.cache_state for r in jobs}, all(r.spec.cache == "shared" for r in jobs))
 
