@@ -230,16 +230,22 @@ def _play(cmp: Comparison, session: ComparisonSession, observer: Observer | None
 def _lockstep_round(cmp: Comparison, order: list[str], rnd: int, observer: Observer | None,
                     session: ComparisonSession, store: Store, draw: object) -> list:
     """One lock-step round: every job of ``order`` started at once, each waited on by a thread of its own, taking
-    turns in that order; their results in that order. An exception here (the caller's KeyboardInterrupt) stops
-    every job of the round, keeps what they measured and is raised again."""
+    turns in that order; their results in that order. An exception here (the caller's KeyboardInterrupt) or in a
+    job's thread (the caller's observer failed) stops every job of the round, keeps what they measured and is raised
+    again, here."""
     turns = Turns([f"{label}#{rnd}" for label in order])
     halt = Either(threading.Event(), session.stop)
     results: dict[str, Any] = {}
+    raised: list[BaseException] = []   # what a job's thread raised (the caller's observer): raised here again
 
     def one(label: str) -> None:
         spec = cmp.spec_for(label)
-        results[label] = run(spec, observer, halt, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
-                             label=label if label != spec.backend else "", draw=draw, turns=turns)
+        try:
+            results[label] = run(spec, observer, halt, store, cmp.comparison_id, rnd, f"{label}#{rnd}",
+                                 label=label if label != spec.backend else "", draw=draw, turns=turns)
+        except BaseException as exc:  # noqa: BLE001 - stops the round's other jobs, then raised in the caller
+            raised.append(exc)
+            halt.set()
 
     threads = [threading.Thread(target=one, args=(label,), daemon=True, name=f"tcbench-{label}#{rnd}")
                for label in order]
@@ -249,6 +255,8 @@ def _lockstep_round(cmp: Comparison, order: list[str], rnd: int, observer: Obser
         for t in threads:
             while t.is_alive():
                 t.join(0.25)
+        if raised:
+            raise raised[0]
     except BaseException:
         halt.set()
         for t in threads:
