@@ -10,7 +10,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 import pandas as pd
 
@@ -27,6 +27,7 @@ from tcbench.core.cost import cost_table
 from tcbench.view.report import comparison_html, write_plotlyjs
 
 
+T = TypeVar("T")
 MIN_WARM_ROUNDS = 2   # a cold round is left out of the ratio once this many other rounds are complete (ratio_pairs)
 
 
@@ -36,6 +37,13 @@ def cold_round(states: dict[int, str], shared: bool) -> int | None:
     (``Comparison.cold_round``)."""
     cold = [rnd for rnd, state in states.items() if state == "cold"]
     return cold[0] if shared and len(cold) == 1 and "warm" in states.values() else None
+
+
+def without_cold_round(by_round: dict[int, T], cold: int | None) -> list[T]:
+    """The rounds' values in their order, the ``cold`` round's left out once ``MIN_WARM_ROUNDS`` others remain (the
+    rule ``Comparison.ratio_pairs`` and the stored comparisons' heterogeneity test both read)."""
+    kept = [value for rnd, value in by_round.items() if rnd != cold]
+    return kept if cold in by_round and len(kept) >= MIN_WARM_ROUNDS else list(by_round.values())
 
 
 def median_of(values: Sequence[Any]) -> float | None:
@@ -107,10 +115,7 @@ class Comparison:
     def ratio_pairs(self, label: str) -> list[tuple[JobResult, JobResult]]:
         """The complete rounds the speedup is measured on: all of them, except a round whose compiled job filled the
         empty shared compile cache (``cold_round``), left out once ``MIN_WARM_ROUNDS`` others are complete."""
-        pairs = self.complete_pairs(label)
-        cold = self.cold_round(label)
-        kept = [(a, b) for a, b in pairs if b.round != cold]
-        return kept if cold is not None and len(kept) >= MIN_WARM_ROUNDS else pairs
+        return without_cold_round({b.round: (a, b) for a, b in self.complete_pairs(label)}, self.cold_round(label))
 
     def cold_round(self, label: str) -> int | None:
         """The round whose ``label`` job compiled into the empty shared compile cache (``cache_state == "cold"`` with

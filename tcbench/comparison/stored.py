@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tcbench.comparison.result import MIN_WARM_ROUNDS, Comparison, cold_round
+from tcbench.comparison.result import Comparison, cold_round, without_cold_round
 from tcbench.core.results import aa_label
 from tcbench.core.spec import JobSpec
 from tcbench.measure.interval import RoundsRule, heterogeneity
@@ -53,6 +53,9 @@ def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
             if c.spec.to_dict() == want][:limit]
     stored = store.round_steps(same, socket.gethostname())
     steps = {(s.comparison_id, s.round, s.name): s.step_s for s in stored}
+    states: dict[tuple[int, str], dict[int, str]] = {}
+    for s in stored:
+        states.setdefault((s.comparison_id, s.name), {})[s.round] = s.cache_state
     out = {}
     for label in cmp.backends[1:]:
         earlier: dict[int, dict[int, float]] = {}
@@ -60,12 +63,9 @@ def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
             native = steps.get((cid, rnd, cmp.backends[0]))
             if name == label and native:
                 earlier.setdefault(cid, {})[rnd] = math.log(native / step)
-        for cid, logs in earlier.items():   # as Comparison.ratio_pairs reads them: a cold round left out
-            cold = cold_round({s.round: s.cache_state for s in stored if s.comparison_id == cid and s.name == label},
-                              cmp.spec_for(label).cache == "shared")
-            if cold in logs and len(logs) > MIN_WARM_ROUNDS:
-                del logs[cold]
-        found = heterogeneity([list(logs.values()) for logs in earlier.values()])
+        shared = cmp.spec_for(label).cache == "shared"
+        found = heterogeneity([without_cold_round(logs, cold_round(states[cid, label], shared))   # as ratio_pairs
+                               for cid, logs in earlier.items()])
         if found is not None and found.drifting:
             out[label] = (found.tau, found.k)
     return out
