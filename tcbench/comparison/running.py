@@ -44,7 +44,7 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
       60 s of rounds (``DEFAULT_BUDGET_S``; a backend's first compile into an empty cache is paid once and not
       counted) have passed, at most ``max_rounds``. ``resolve=0.03, budget_s=120`` asks for
       another resolution or budget (``budget_s=None`` with a ``resolve``: no time limit); ``rounds`` is then the
-      first stage (default 4: ``PILOT_ROUNDS``). The interval stays valid under this stopping rule (Stein's two-stage
+      first stage (default 6: ``PILOT_ROUNDS``). The interval stays valid under this stopping rule (Stein's two-stage
       procedure: ``tcbench.measure.interval``). ``Comparison.stop_reason`` says why the rounds ended. With several
       backends, one that is resolved, or decided beyond doubt (its 99.9 % interval excludes 1), sits out while
       another is neither (``Comparison.next_labels``); its verdict says how many rounds it ran.

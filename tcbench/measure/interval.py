@@ -67,7 +67,8 @@ SIT_OUT_CONFIDENCE = 0.999
 STEP_QUANTILE = 0.10        # a job's step in a round's ratio: the 10th percentile of its steady steps (fast_step)
 MIN_EARLIER = 3             # earlier comparisons needed to test whether the speedup moves between comparisons
 DRIFT_P = 0.05              # ... and the heterogeneity test's p-value below which it does
-PILOT_ROUNDS = 4            # the first stage of adaptive rounds: t(0.975, 3) = 3.18 (with 3 rounds, 4.30)
+PILOT_ROUNDS = 6            # the first stage of adaptive rounds: t(0.975, 5) = 2.57 (with 4 rounds, 3.18;
+                            # benchmarks/pilot_size.md: decides more at the same coverage)
 N_BOOT = 2000               # one round: bootstrap resamples of its steps
 
 Interval = tuple[float | None, float | None, float | None]   # (point, low, high)

@@ -114,7 +114,7 @@ def test_a_decided_label_sits_out_while_another_is_open_and_both_say_how_many_ro
     """xla at 0.35× is decided after three rounds (its 99.9 % interval excludes 1): the budget's later rounds run
     the eager/inductor pair, the open question, and are cheaper for it (2 jobs of 1 s, not 3)."""
     calls = fake(ratio={"inductor": 1.0, "xla": 0.35}, process_sd=0.04, seconds_per_job=1.0)
-    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], resolve=0.05, budget_s=40, store=store)
+    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], resolve=0.05, budget_s=25, store=store)
     ran = {b: [r for backend, r in calls if backend == b] for b in ("eager", "inductor", "xla")}
     assert ran["xla"][:3] == [0, 1, 2] and 3 not in ran["xla"] and len(ran["eager"]) == cmp.rounds
     assert len(ran["xla"]) < cmp.rounds and ran["inductor"] == ran["eager"]   # the open question: every round
@@ -133,7 +133,7 @@ def test_a_label_with_a_disturbed_round_never_sits_out_as_decided(store, fake, l
     running (``loaded``: every job had the CPU a third of its wall time). Too noisy to be resolved at ±5 %, xla at
     0.35× is decided and sits out when its jobs were not disturbed."""
     calls = fake(ratio={"inductor": 1.0, "xla": 0.35}, process_sd=0.08, seconds_per_job=1.0, loaded=loaded)
-    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], resolve=0.05, budget_s=40, store=store)
+    cmp = cmp_mod.compare(SPEC, backends=["inductor", "xla"], resolve=0.05, budget_s=25, store=store)
     ran = [r for b, r in calls if b == "xla"]
     if loaded:   # never decided: it runs every round until it is resolved at least
         first = next((i for i, r in enumerate(ran) if r != i), len(ran))   # the rounds it ran before sitting out

@@ -179,9 +179,10 @@ def test_a_label_that_sits_out_once_decided_keeps_every_labels_coverage():
 
 
 def test_the_next_round_runs_the_open_labels_first():
-    rule = RoundsRule(resolve=0.05)
+    rule = RoundsRule(resolve=0.05, pilot=4)
     decided, open_, resolved = [-0.9, -0.98, -0.85, -0.93], [0.05, -0.08, 0.02, -0.04], [0.01] * 3 + [0.012]
     assert rule.decided(decided) and not rule.resolved(decided)
+    assert not RoundsRule(resolve=0.05).resolved(resolved)   # the default pilot (6 rounds) is not over yet
     assert not rule.decided(open_) and not rule.resolved(open_) and rule.resolved(resolved)
     assert rule.decided([-0.9, -0.95, -0.92]) and not rule.decided([-0.9, -0.95])   # from the third round, at 99.9 %
     assert not rule.decided([-0.9, -0.6, -1.2])   # far from 1, but three rounds that disagree this much

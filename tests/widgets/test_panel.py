@@ -261,7 +261,7 @@ def test_threads_and_rounds_reach_the_engine(monkeypatch):
     _run(panel)   # the default: adaptive rounds
     assert calls[-1]["spec"].threads == 2 and calls[-1]["rounds"] is None
     assert (calls[-1]["resolve"], calls[-1]["budget_s"]) == (tc.DEFAULT_RESOLVE, tc.DEFAULT_BUDGET_S)
-    assert "resolution reached" in panel.words.value and "4 rounds (until ±5% or 60 s)" in panel.words.value
+    assert "resolution reached" in panel.words.value and f"{PILOT_ROUNDS} rounds (until ±5% or 60 s)" in panel.words.value
     panel.controls.set(threads=1, rounds=1)   # a number of rounds asked for: fixed
     _run(panel)
     assert calls[-1]["spec"].threads == 1 and calls[-1]["rounds"] == 1 and calls[-1]["resolve"] is None
