@@ -73,12 +73,12 @@ demo: setup
 
 # the unit tests on both cores (pytest-xdist: each worker its own store; they run no job and assert no timing), then
 # the tests that run real jobs, notebooks and browsers (one process unless TEST_WORKERS: their jobs would disturb the
-# measurements beside them; the 25 slowest are listed at the end, issue 47's table)
+# measurements beside them; PYTEST_ARGS lists the 25 slowest of each)
 UNIT := -m "not integration and not browser and not notebook"
 test: setup browser postgres
 	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(UNIT) $(PYTEST_ARGS)
 	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "integration or browser or notebook" \
-		--durations=25 $(PYTEST_ARGS)
+		$(PYTEST_ARGS)
 
 # unit tests only (no real training jobs, no browser), on both cores
 test-fast: setup
