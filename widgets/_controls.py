@@ -229,6 +229,7 @@ class Controls:
         for cb in self.backends.values():
             cb.observe(self._changed, names="value")
         self.size.observe(self._size_changed, names="value")
+        self.rounds.observe(self._rounds_typed, names="value")
 
     # -- layout ------------------------------------------------------------------------------
     def _row(self, label: str, name: str, widget: w.Widget | None = None, *extra: w.Widget) -> w.HBox:
@@ -322,8 +323,8 @@ class Controls:
         """Set several controls at once (``backends=("inductor",)`` ticks those boxes)."""
         if "size" in values:
             self.size.value = values.pop("size")
-        if "rounds" in values and "resolve_pct" not in values:   # a number of rounds asked for: fixed, as in the API
-            values["resolve_pct"] = 0.0
+        if "rounds" in values:   # a number of rounds asked for: fixed, as in the API, unless ± is given too (after it)
+            values["resolve_pct"] = values.pop("resolve_pct", 0.0)
         backends = values.pop("backends", None)
         if backends is not None:
             for name, cb in self.backends.items():
@@ -392,6 +393,11 @@ class Controls:
         self.model.options = model_options(change["new"])
         if current in [v for _, v in self.model.options]:
             self.model.value = current
+
+    def _rounds_typed(self, _change: dict) -> None:
+        """A number of rounds typed is a number of rounds run: ± goes to 0 (fixed rounds), as ``compare(rounds=…)``
+        does; a user who typed 1 once got the adaptive default's six rounds."""
+        self.resolve_pct.value = 0.0
 
     def _changed(self, _change: dict) -> None:
         self.validate()

@@ -145,6 +145,10 @@ class LiveFigures:
         self.figure.add_class("tcb-figure")
         self._index = {(t.meta, t.name): i for i, t in enumerate(self.figure.data)}
         self._lock = threading.Lock()
+        # one flush at a time, snapshot to figure: a job thread's live flush that took its snapshot before the
+        # finished comparison's and wrote the figure after it left empty bars on the screen (seen in Voilà, on a
+        # busy machine: "Done", and no bar)
+        self._flushing = threading.Lock()
         self._series: dict[str, _Series] = {}
         self._round: dict[str, int] = {}
         self._final: dict[str, str] = {}
@@ -186,7 +190,7 @@ class LiveFigures:
         self._show()
         fig = self.figure
         shapes, notes = budget_marks(budget_mb, 0.0)
-        with fig.batch_update():
+        with self._flushing, fig.batch_update():
             for t in fig.data:
                 t.visible = t.name in self.backends
                 if t.type == "bar":
@@ -229,6 +233,10 @@ class LiveFigures:
 
     def flush(self, force: bool = False, min_interval: float = 0.3) -> None:
         """Push gathered points to the figure in one update (at most every ``min_interval`` seconds)."""
+        with self._flushing:
+            self._flush(force, min_interval)
+
+    def _flush(self, force: bool, min_interval: float) -> None:
         now = time.monotonic()
         if not self._dirty or (not force and now - self._last_flush < min_interval):
             return

@@ -270,6 +270,11 @@ def test_threads_and_rounds_reach_the_engine(monkeypatch):
     assert (calls[-1]["rounds"], calls[-1]["resolve"], calls[-1]["budget_s"]) == (None, 0.03, 120.0)
     panel.controls.set(resolve_pct=-1.0)
     assert panel.run_button.disabled and "resolve_pct=-1.0" in panel.controls.errors["resolve_pct"].value
+    panel.controls.resolve_pct.value = 5.0
+    panel.controls.rounds.value = 2   # typed in the box: that many rounds, not the adaptive default's
+    assert panel.controls.resolve_pct.value == 0 and panel.controls.rounds_text() == "2 rounds"
+    _run(panel)
+    assert (calls[-1]["rounds"], calls[-1]["resolve"]) == (2, None)
 
 
 # -- the figure ------------------------------------------------------------------------------------------
@@ -376,6 +381,40 @@ def test_a_single_round_says_so_on_the_bars(monkeypatch):
     _run(panel)
     texts = panel.figures.traces()["throughput_text"]
     assert any(t.startswith("2.00×") and "single round" in t for t in texts), texts
+
+
+def test_a_live_update_that_began_before_the_finished_comparisons_never_lands_after_it(monkeypatch):
+    """A job thread's live update took its snapshot (the bars still empty) and wrote the figure after the finished
+    comparison's update had: "Done", and no bar (Voilà, beside other jobs). Updates now land in snapshot order."""
+    import contextlib
+
+    monkeypatch.setattr(tc, "compare", _scripted_compare({"eager": 0.2, "inductor": 0.1}))
+    panel = _panel()
+    cmp = _run(panel)
+    figs = panel.figures
+    figs.reset(list(cmp.backends))
+    figs._dirty = True   # a live event arrived: the bars are still empty
+    real, paused, go = type(figs.figure).batch_update, threading.Event(), threading.Event()
+
+    @contextlib.contextmanager
+    def slow_first(fig):   # the live update is slow to write (a busy machine)
+        if not paused.is_set():
+            paused.set()
+            go.wait(10)
+        with real(fig):
+            yield
+
+    monkeypatch.setattr(type(figs.figure), "batch_update", slow_first)
+    live = threading.Thread(target=figs.flush, kwargs=dict(force=True))
+    live.start()
+    assert paused.wait(10)
+    final = threading.Thread(target=figs.load, args=(cmp,))
+    final.start()
+    time.sleep(0.3)   # the final update, unless it waits for the live one, is written by now
+    go.set()
+    live.join(10)
+    final.join(10)
+    assert any("×" in t for t in figs.traces()["throughput_text"]), figs.traces()
 
 
 def test_status_shows_the_phase_and_the_configured_compiler(monkeypatch):
