@@ -91,7 +91,7 @@ def test_run_paired_in_lab_draws_plots_and_summary(page, lab_server, panel_ui, u
         ui.wait_shown()
         ui.set_tiny_job(backends=("inductor",))
         status = ui.run_paired(RUN_TIMEOUT_S)
-        page.wait_for_timeout(1500)  # the last figure update reaches the browser
+        ui.wait_drawn()   # the last figure update drawn in the browser
         page.screenshot(path=str(artifacts / "lab-run-paired.png"), full_page=True)
         assert "Done" in status, status
         legend = ui.loss_legend()

@@ -83,7 +83,7 @@ def test_run_paired_in_voila(page, voila_server, panel_ui, artifacts):
     ui.choose("tcb-profile", "ml.g5.2xlarge")   # a 24 GiB budget, far above a tiny job's few MiB
     ui.set_tiny_job(backends=("inductor",))
     status = ui.run_paired(RUN_TIMEOUT_S)
-    page.wait_for_timeout(1500)
+    ui.wait_drawn()   # the last figure update drawn in the browser
     page.screenshot(path=str(artifacts / "voila-run-paired.png"), full_page=True)
     ui.panel.locator(".tcb-figure").first.screenshot(path=str(artifacts / "voila-run-paired-figure.png"))
     assert "Done" in status, status
