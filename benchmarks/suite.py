@@ -3,6 +3,10 @@
     .venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=build/suite.xml     # the whole suite, one process
     .venv/bin/python benchmarks/suite.py build/suite.xml [--label "before (728fd5c)"] [--out benchmarks/suite]
 
+or `make test`'s two legs as it runs them, ``make test JUNIT=build/suite`` (build/suite-unit.xml and
+build/suite-int.xml), both reports given: ``suite.py build/suite-unit.xml build/suite-int.xml``. Each report's wall time (its ``testsuite`` element) is kept beside the tests' own seconds:
+on two workers the tests' seconds add up to more than the leg took.
+
 Each run's table is kept under its label in benchmarks/suite.json; benchmarks/suite.md shows every label side by
 side: seconds per folder, the kinds (unit / integration / notebook / browser, from the markers pytest collects) and
 the 25 slowest tests.
@@ -30,6 +34,11 @@ def _marked(marker: str) -> set[str]:
     return {line.split("[")[0] for line in out.stdout.splitlines() if "::" in line}
 
 
+def wall(xml: Path) -> float:
+    """The report's wall time: its test suites' (pytest's own count, from its start to its end)."""
+    return sum(float(s.get("time") or 0.0) for s in ET.parse(xml).iter("testsuite"))
+
+
 def read(xml: Path) -> list[dict]:
     """Every test case of the report: its node id (file::name), folder and seconds."""
     cases = []
@@ -44,7 +53,7 @@ def read(xml: Path) -> list[dict]:
     return cases
 
 
-def table(cases: list[dict]) -> dict:
+def table(cases: list[dict], wall_s: float | None = None) -> dict:
     kinds = {k: _marked(k) for k in ("browser", "notebook", "integration")}
 
     def kind(case_id: str) -> str:
@@ -58,7 +67,7 @@ def table(cases: list[dict]) -> dict:
         k[0] += 1
         k[1] += c["seconds"]
     slow = sorted(cases, key=lambda c: -c["seconds"])[:25]
-    return dict(date=time.strftime("%Y-%m-%d"), tests=len(cases), seconds=sum(c["seconds"] for c in cases),
+    return dict(date=time.strftime("%Y-%m-%d"), tests=len(cases), seconds=sum(c["seconds"] for c in cases), wall=wall_s,
                 folders=dict(sorted(folders.items(), key=lambda kv: -kv[1])), kinds=dict(by_kind),
                 slowest=[(c["name"], c["seconds"]) for c in slow])
 
@@ -66,10 +75,12 @@ def table(cases: list[dict]) -> dict:
 def markdown(runs: dict) -> str:
     labels = list(runs)
     out = ["Where `make test`'s pytest time goes, per run (`benchmarks/suite.py`; seconds of each test's own time, as "
-           "pytest's JUnit report gives it; the unit tests ran in one process for these tables).", "",
+           "pytest's JUnit report gives it, and pytest's wall time, which on two workers is less than their sum).", "",
            "| | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels),
            "| tests | " + " | ".join(str(runs[x]["tests"]) for x in labels) + " |",
-           "| total | " + " | ".join(f"{runs[x]['seconds'] / 60:.1f} min" for x in labels) + " |"]
+           "| pytest's wall time | " + " | ".join(f"{runs[x]['wall'] / 60:.1f} min" if runs[x].get("wall") else "–"
+                                                 for x in labels) + " |",
+           "| tests' own time | " + " | ".join(f"{runs[x]['seconds'] / 60:.1f} min" for x in labels) + " |"]
     for k in ("unit", "integration", "notebook", "browser"):
         out.append(f"| {k} | " + " | ".join(
             f"{runs[x]['kinds'].get(k, [0, 0])[0]} tests, {runs[x]['kinds'].get(k, [0, 0.0])[1] / 60:.1f} min"
@@ -87,13 +98,14 @@ def markdown(runs: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("xml", help="pytest's --junitxml report")
+    ap.add_argument("xml", nargs="+", help="pytest's --junitxml reports (make test's two legs: both)")
     ap.add_argument("--label", default=time.strftime("%Y-%m-%d %H:%M"), help="this run's column")
     ap.add_argument("--out", default=str(HERE / "suite"), help="where the .json and .md go")
     args = ap.parse_args()
     store = Path(args.out + ".json")
     runs = json.loads(store.read_text()) if store.exists() else {}
-    runs[args.label] = table(read(Path(args.xml)))
+    xmls = [Path(x) for x in args.xml]
+    runs[args.label] = table([c for x in xmls for c in read(x)], sum(wall(x) for x in xmls))
     store.write_text(json.dumps(runs, indent=1))
     Path(args.out + ".md").write_text(markdown(runs))
     print(markdown(runs))
