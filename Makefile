@@ -8,8 +8,8 @@ export TRANSFORMERS_OFFLINE := 1
 # test runs share compile caches (Inductor, XLA) across tests and across runs
 TEST_HOME ?= $(CURDIR)/.tcbench-test-home
 PYTEST_ARGS ?= --durations=25
-# the integration, notebook and browser tests on TEST_WORKERS pytest workers (xdist, each its own store; a file's tests
-# on one worker, the notebooks one by one, longest first: tests/conftest.py). Two: 34 min against 51.5 for one on a
+# the integration and notebook tests on TEST_WORKERS pytest workers (xdist, each its own store; a file's tests
+# on one worker, the notebooks one by one: tests/conftest.py). Two: 34 min against 51.5 for one on a
 # 2-core AMD EPYC from empty caches (2026-11-28, benchmarks/suite.md). They assert behaviour, never timings, so a job
 # beside another worker's is what a user's shared machine does to it (every timing-dependent check is conditional on
 # what the job measured); TEST_WORKERS=1 runs them in one process
@@ -74,16 +74,19 @@ demo: setup
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html
 
 # the unit tests on both cores (pytest-xdist: each worker its own store; they run no job and assert no timing), then
-# the tests that run real jobs, notebooks and browsers (on TEST_WORKERS workers; PYTEST_ARGS lists the 25 slowest of
-# each)
+# the tests that run real jobs and notebooks (on TEST_WORKERS workers), then the browser tests in one process: beside
+# another worker's jobs Voila's figure stayed empty after a run, twice in three runs (2026-11-28, not yet understood;
+# alone it draws). PYTEST_ARGS lists the 25 slowest of each
 UNIT := -m "not integration and not browser and not notebook"
-# JUNIT=build/suite: each leg's JUnit report (build/suite-unit.xml, build/suite-int.xml) for benchmarks/suite.py
+# JUNIT=build/suite: each leg's JUnit report (build/suite-unit.xml, -int.xml, -browser.xml) for benchmarks/suite.py
 JUNIT ?=
 test: setup browser postgres
 	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(UNIT) $(PYTEST_ARGS) \
 		$(if $(JUNIT),--junitxml=$(JUNIT)-unit.xml)
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m "integration or browser or notebook" \
-		$(PYTEST_ARGS) $(if $(JUNIT),--junitxml=$(JUNIT)-int.xml)
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) \
+		-m "(integration or notebook) and not browser" $(PYTEST_ARGS) $(if $(JUNIT),--junitxml=$(JUNIT)-int.xml)
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m browser $(PYTEST_ARGS) \
+		$(if $(JUNIT),--junitxml=$(JUNIT)-browser.xml)
 
 # unit tests only (no real training jobs, no browser), on both cores
 test-fast: setup

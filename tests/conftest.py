@@ -75,14 +75,9 @@ def no_process(monkeypatch):
 # make test's integration leg runs on two pytest-xdist workers with `--dist loadfile`: a file's tests stay together on
 # one worker (they share module fixtures, and some read what the test before them left in the shared compile cache),
 # except the files named here, whose tests are independent of each other and each minutes long (a notebook each):
-# those spread over the workers one by one. The work is handed out longest first as far as known: these spread tests,
-# then the files with the most tests (xdist's own order puts single tests last, and a notebook last is a worker alone
-# for minutes at the end).
+# those spread over the workers one by one. Work is handed out in collection order (xdist's own order, by number of
+# tests, put the single tests last, and a notebook last is a worker alone for minutes at the end).
 SPREAD = ("tests/test_notebooks.py",)
-
-
-def _spread(nodeid: str) -> bool:
-    return nodeid.split("::")[0] in SPREAD
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -92,17 +87,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class Scheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return nodeid if _spread(nodeid) else super()._split_scope(nodeid)
+            return nodeid if nodeid.split("::")[0] in SPREAD else super()._split_scope(nodeid)
 
-    config.option.loadscopereorder = False   # the workers' collection order below is the order work is handed out
+    config.option.loadscopereorder = False
     return Scheduling(config, log)
-
-
-def pytest_collection_modifyitems(config, items):
-    if getattr(config, "workerinput", None) is None or config.getoption("dist", None) != "loadfile":
-        return
-    files: dict[str, int] = {}
-    for item in items:
-        files[item.nodeid.split("::")[0]] = files.get(item.nodeid.split("::")[0], 0) + 1
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (not _spread(item.nodeid), -files[item.nodeid.split("::")[0]], order[id(item)]))
