@@ -3,9 +3,10 @@
     .venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=build/suite.xml     # the whole suite, one process
     .venv/bin/python benchmarks/suite.py build/suite.xml [--label "before (728fd5c)"] [--out benchmarks/suite]
 
-or `make test`'s two legs as it runs them, ``make test JUNIT=build/suite`` (build/suite-unit.xml and
-build/suite-int.xml), both reports given: ``suite.py build/suite-unit.xml build/suite-int.xml``. Each report's wall time (its ``testsuite`` element) is kept beside the tests' own seconds:
-on two workers the tests' seconds add up to more than the leg took.
+or `make test`'s legs as it runs them, ``make test JUNIT=build/suite`` (build/suite-unit.xml, -int.xml and
+-browser.xml), every report given: ``suite.py build/suite-unit.xml build/suite-int.xml build/suite-browser.xml``.
+Each report's wall time (its ``testsuite`` element) is kept beside the tests' own seconds: on two workers the tests'
+seconds add up to more than the leg took.
 
 Each run's table is kept under its label in benchmarks/suite.json; benchmarks/suite.md shows every label side by
 side: seconds per folder, the kinds (unit / integration / notebook / browser, from the markers pytest collects) and
