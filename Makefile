@@ -11,8 +11,8 @@ PYTEST_ARGS ?= --durations=25
 # the integration and notebook tests on TEST_WORKERS pytest workers (xdist, each its own store; a file's tests
 # on one worker, the notebooks one by one: tests/conftest.py). Two: 28 min (browsers apart) against 51.5 for one
 # (browsers in) on a 2-core AMD EPYC from empty caches (2026-11-28, benchmarks/suite.md). They assert behaviour,
-# never timings, so a job beside another worker's is what a user's shared machine does to it (every timing-dependent check is conditional on
-# what the job measured); TEST_WORKERS=1 runs them in one process
+# never timings, so a job beside another worker's is what a user's shared machine does to it (every check that
+# depends on timing reads what the job measured); TEST_WORKERS=1 runs them in one process
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
