@@ -179,7 +179,7 @@ class JobResult:
     error: str = ""
     records: list[StepRecord] = field(default_factory=list)
     figures: JobFigures = field(default_factory=JobFigures)
-    # "cold" (it filled the compile cache) / "warm" / "artifacts" (a fresh cache, its artifacts loaded) / "" (eager)
+    # "cold" (it compiled a graph its caches lacked) / "warm" / "artifacts" (a fresh cache, its artifacts loaded) / ""
     cache_state: str = ""
     device: str = ""
     wall_s: float | None = None

@@ -50,6 +50,7 @@ from tcbench.runner.turns import Turns
 from tcbench.runner.zygote_client import Forked, JobProcess, start_job
 from tcbench.host.probe import peak_flops
 from tcbench.core.events import JobEnded, JobStarted, Observer
+from tcbench.core.extras import CompilePhases
 from tcbench.core.results import JobResult, StepRecord
 from tcbench.core.spec import JobSpec
 from tcbench.host.paths import home, private_dir
@@ -144,6 +145,23 @@ def _cache_dirs(spec: JobSpec) -> tuple[Path, Path | None]:
         return tmp, tmp
     private_dir(home() / "cache", tighten=True)
     return private_dir(home() / "cache" / codegen_key(_threads(spec)), tighten=True), None
+
+
+def cache_state_of(cache: str, kept: bool, grew: bool, phases: CompilePhases | None) -> str:
+    """A compiled job's ``cache_state``: its spec's ``cache`` where that is "cold" or "artifacts"; else "cold" when
+    its backend keeps no cache (``kept``) or it compiled a graph that AOTAutograd's or Inductor's cache did not hold
+    (``phases``' misses), "warm" when every graph came from them. Where the compiler gave no counts, whether the
+    cache's files grew (``grew``) decides. The counts come first because a warm job can add files: on CUDA the
+    first job to load a graph from the FX cache compiled one Triton kernel binary anew (8 files, 2 s) while all 3
+    graphs were hits, and was labelled cold (H200, torch 2.11, benchmarks/gpu.md run 6)."""
+    if cache in ("cold", "artifacts"):
+        return cache
+    if not kept:
+        return "cold"
+    counts = [] if phases is None else [phases.aot_cache_misses, phases.fx_cache_misses]
+    if any(c is not None for c in counts):
+        return "cold" if any(counts) else "warm"
+    return "cold" if grew else "warm"
 
 
 def _count_files(path: Path) -> int:
@@ -400,8 +418,9 @@ def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: St
             shutil.rmtree(tmp, ignore_errors=True)
         result.log_tail = _tail(log_path)
     if spec.compiled:
-        result.cache_state = (spec.cache if spec.cache in ("cold", "artifacts")
-                              else "cold" if compile_cache is None or _count_files(compile_cache) > before else "warm")
+        result.cache_state = cache_state_of(spec.cache, compile_cache is not None,
+                                            compile_cache is not None and _count_files(compile_cache) > before,
+                                            result.extra.compile_phases)
     conclude(result, end, proc.returncode, ending)
     result.extra.allreduce = allreduce_summary(result.extra.allreduce_steps, result.records, spec.warmup_steps)
     _set_figures(result, spec, probe, **compile_counts(result.extra.counters, result.extra.counters_after_warmup))

@@ -26,6 +26,7 @@ def test_an_inductor_job_reports_its_compile_phases_and_the_second_finds_them_ca
         assert sum(phases) >= 0.5 * r.compile_latency_s, (phases, r.compile_latency_s)   # most of the latency
         assert r.aot_cache_hits + r.aot_cache_misses >= 1 and r.fx_cache_hits + r.fx_cache_misses >= 1
     assert second.aot_cache_hits >= 1 and second.aot_cache_misses == 0   # the first job filled the caches
+    assert second.fx_cache_misses == 0 and second.cache_state == "warm", (second.fx_cache_misses, second.cache_state)
     # Inductor's vector-ISA check (a C++ build per ISA, seconds) was answered from the first job's record, also for
     # the compile artifacts' key, which lists the ISAs before the first step
     log = (Path(second.artifacts) / "worker.log").read_text()
