@@ -46,6 +46,48 @@ def without_cold_round(by_round: dict[int, T], cold: int | None) -> list[T]:
     return kept if cold in by_round and len(kept) >= MIN_WARM_ROUNDS else list(by_round.values())
 
 
+def one_off_compile_s(results: Sequence[Any], together: bool = False) -> float:
+    """The seconds of compiling that no later round pays again: each label's first job's compile, when it filled an
+    empty cache (``cache_state == "cold"``). The rounds' budget does not count them: on an H200 gpt2 base's cold
+    Inductor compile (63 s) spent compare's whole 60 s, and the rule stopped at two rounds, inconclusive at 1.94×
+    (0.27-14.3×). ``together``: the jobs ran at once (lock-step), so their compiles overlapped: the longest."""
+    return _total([r.compile_latency_s or 0.0 for r in _first_jobs(results).values() if r.cache_state == "cold"],
+                  together)
+
+
+def _first_jobs(results: Sequence[Any]) -> dict[str, Any]:
+    """Each label's first job."""
+    first: dict[str, Any] = {}
+    for r in results:
+        first.setdefault(r.label or r.spec.backend, r)
+    return first
+
+
+def first_launch_s(results: Sequence[Any], together: bool = False) -> float:
+    """The seconds the first round's jobs waited for their processes: the first launcher of each job environment
+    importing torch and transformers (5-10 s each), which later rounds' launchers do beside the running round. The
+    rounds' budget does not count them. ``together``: the jobs started at once (lock-step): the longest wait."""
+    return _total([r.extra.start_s or 0.0 for r in results if r.round == 0], together)
+
+
+def _total(seconds: list[float], together: bool) -> float:
+    return max(seconds, default=0.0) if together else sum(seconds)
+
+
+def round_s(results: Sequence[JobResult], together: bool = False) -> float | None:
+    """What a round took, as the adaptive rule's budget counts it: the median over rounds of its jobs' wall time
+    (summed; the longest for lock-step rounds, ``together``), less the one-off costs no later round pays again
+    (``one_off_compile_s``, ``first_launch_s``). None before any job reported its wall time."""
+    cold = {id(r) for r in _first_jobs(results).values() if r.cache_state == "cold"}
+    by_round: dict[int, list[float]] = {}
+    for r in results:
+        if r.wall_s is not None:
+            compiled = (r.compile_latency_s or 0.0) if id(r) in cold else 0.0
+            one_off = compiled + ((r.extra.start_s or 0.0) if r.round == 0 else 0.0)
+            by_round.setdefault(r.round, []).append(max(r.wall_s - one_off, 0.0))
+    return median_of([_total(s, together) for s in by_round.values()])
+
+
 def median_of(values: Sequence[Any]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
@@ -204,7 +246,9 @@ class Comparison:
         what_to_do = advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
                             self.rule and self.rule.budget_s, self.stop_kind, bool(noisy),
                             self.rule and self.rule.max_rounds,
-                            gpu=any(r.device.startswith("cuda") for a, b in pairs for r in (a, b)))
+                            gpu=any(r.device.startswith("cuda") for a, b in pairs for r in (a, b)),
+                            round_s=round_s(self.results, self.pairing == "lockstep"),
+                            pilot=self.rule and self.rule.pilot)
         kind, text = verdict(sp, lo, hi, noisy, problems, len(measured) or self.rounds, what_to_do,
                              self.rule.resolve if self.rule else DEFAULT_RESOLVE, equivalence=(eq_lo, eq_hi))
         nat_med = median_of([a.median_step_s for a, _ in complete])

@@ -13,7 +13,7 @@ import time
 from contextlib import AbstractContextManager
 from typing import Any, Mapping, Sequence
 
-from tcbench.comparison.result import Comparison, NoiseFloor
+from tcbench.comparison.result import Comparison, NoiseFloor, first_launch_s, one_off_compile_s
 from tcbench.comparison.rounds import DEFAULT_ROUNDS, MAX_ROUNDS, ROUNDS_CAP, rounds_rule
 from tcbench.comparison.stored import earlier_spreads
 from tcbench.core.results import AA, aa_label
@@ -264,28 +264,6 @@ def _lockstep_round(cmp: Comparison, order: list[str], rnd: int, observer: Obser
         cmp.results.extend(results[label] for label in order if label in results)   # what they measured, kept
         raise
     return [results[label] for label in order if label in results]
-
-
-def one_off_compile_s(results: Sequence[Any], together: bool = False) -> float:
-    """The seconds of compiling that no later round pays again: each label's first job's compile, when it filled an
-    empty cache (``cache_state == "cold"``). The rounds' budget does not count them: on an H200 gpt2 base's cold
-    Inductor compile (63 s) spent compare's whole 60 s, and the rule stopped at two rounds, inconclusive at 1.94×
-    (0.27-14.3×). ``together``: the jobs ran at once (lock-step), so their compiles overlapped: the longest."""
-    first: dict[str, Any] = {}
-    for r in results:
-        first.setdefault(r.label or r.spec.backend, r)
-    return _total([r.compile_latency_s or 0.0 for r in first.values() if r.cache_state == "cold"], together)
-
-
-def first_launch_s(results: Sequence[Any], together: bool = False) -> float:
-    """The seconds the first round's jobs waited for their processes: the first launcher of each job environment
-    importing torch and transformers (5-10 s each), which later rounds' launchers do beside the running round. The
-    rounds' budget does not count them. ``together``: the jobs started at once (lock-step): the longest wait."""
-    return _total([r.extra.start_s or 0.0 for r in results if r.round == 0], together)
-
-
-def _total(seconds: list[float], together: bool) -> float:
-    return max(seconds, default=0.0) if together else sum(seconds)
 
 
 def _one_off_s(cmp: Comparison) -> float:

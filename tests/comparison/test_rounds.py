@@ -55,7 +55,7 @@ def _fake(ratio: float | dict[str, float] = 1.0, process_sd: float = 0.01, fail_
         res = JobResult(spec=spec, status=status, run_id=len(calls), records=recs, round=round, label=label,
                         figures=job_figures(recs, 8, 2, threads=1), error="boom" if status == "failed" else "",
                         cache_state="cold" if cold else "warm" if cold_offset is not None and spec.compiled else "")
-        res.extra.start_s = waited
+        res.extra.start_s, res.wall_s = waited, seconds_per_job + (cold_compile_s if cold else 0.0) + waited
         if cold:
             res.figures = dataclasses.replace(res.figures, compile_latency_s=cold_compile_s)
         if store is not None:
@@ -312,9 +312,13 @@ def test_the_budget_counts_the_rounds_not_the_one_off_cold_compile(store, fake):
     comparison whose first compile outlasts the budget still runs the rounds the budget pays for, and says what it
     left out."""
     calls = fake(process_sd=0.2, seconds_per_job=5.0, cold_compile_s=63.0)
-    cmp = cmp_mod.compare(SPEC, resolve=0.05, budget_s=42, store=store)
+    cmp = cmp_mod.compare(SPEC, resolve=0.05, budget_s=42, store=store, pairing="sequential")   # as on a GPU
     assert cmp.rounds == 4 and len(calls) == 8        # as without the compile: 4 rounds took 40 s, a fifth ends at 50
     assert "budget_s=42" in cmp.stop_reason and "63 s of cold compiles, not counted" in cmp.stop_reason
+    # the advice gives the budget the rule's pilot needs at what a round took, the cold compile left out
+    assert cmp_mod.result.round_s(cmp.results) == 10.0
+    assert ("a round took about 10 s here, and the rule's first 6 rounds (its pilot) need about budget_s=60"
+            in cmp.row("inductor").verdict), cmp.row("inductor").verdict
     # the compile of a second round's process is not one-off: it counts
     later = cmp_mod.running.one_off_compile_s
     first, second = cmp.by_backend("inductor")[:2]
@@ -331,6 +335,8 @@ def test_the_budget_does_not_count_the_first_rounds_wait_for_its_launchers(store
     assert "(and 20 s of cold compiles and 9 s of first launches, not counted)" in cmp.stop_reason
     stored = cmp_mod.load_comparison(cmp.comparison_id, store)
     assert cmp_mod.running.first_launch_s(stored.results) == 9.0
+    assert cmp_mod.result.round_s(stored.results) == cmp_mod.result.round_s(cmp.results) == 10.0   # as stored
+    assert cmp_mod.result.round_s(cmp.results, together=True) == 5.0   # lock-step: a round lasts its longest job
 
 
 def test_earlier_comparisons_are_found_by_their_spec_fields_not_its_stored_text(store, fake):

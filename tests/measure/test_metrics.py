@@ -166,6 +166,18 @@ def test_advice_never_repeats_a_setting_the_job_used():
     assert "budget" not in advice(threads=1, rounds=4, resolve=0.05, budget_s=None)
 
 
+def test_advice_turns_more_time_into_the_budget_the_pilot_needs_at_what_a_round_took():
+    # an H200's gpt2 base: 27 s a round, so the default 60 s bought 2 rounds
+    two = advice(threads=None, rounds=2, resolve=0.05, budget_s=60, stop_kind="budget", gpu=True, round_s=27.3,
+                 pilot=6)
+    assert "more time than budget_s=60: a round took about 27 s here" in two and "need about budget_s=170" in two
+    past = advice(threads=1, rounds=7, resolve=0.05, budget_s=60, stop_kind="budget", round_s=8.0, pilot=6)
+    assert "budget_s=60 (a round took about 8 s here)" in past and "pilot" not in past
+    assert "a round took" not in advice(threads=1, rounds=2, resolve=0.05, budget_s=60, stop_kind="budget")
+    assert "a round took" not in advice(threads=1, rounds=2, resolve=0.05, budget_s=60, stop_kind="max_rounds",
+                                        round_s=27.3, pilot=6)
+
+
 @pytest.mark.parametrize("sp, lo, hi, margin, kind", [
     (1.00, 0.98, 1.03, 0.05, "no measurable difference"),    # the whole interval within ±5 %: equivalent
     (1.09, 0.961, 1.242, 0.05, "inconclusive"),              # contains 1, reaches past ±5 %: not "no difference"
