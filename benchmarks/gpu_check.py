@@ -124,7 +124,7 @@ def plan_for(device: str, quick: bool, capability: tuple[int, int] | None) -> Pl
                 need_s={"doctor": 5, "compare": 90, "max_batch": 60, "aa": 30, "reduce_overhead": 60, "models": 60,
                         "tune_compile": 150, "time_to_quality": 150},
                 cap_s={"compare": 220, "max_batch": 210, "aa": 100, "reduce_overhead": 150, "models": 150,
-                       "tune_compile": 150, "time_to_quality": 300})
+                       "tune_compile": 150, "time_to_quality": 360})
 
 
 # ---------------------------------------------------------------------------------------------------------- checks
