@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip uninstall --disable-pip-version-check -q -y tcbench 2>/dev/null || true
 	($(PY) -m pip install --disable-pip-version-check -q uv && $(VENV)/bin/uv pip install -q --compile-bytecode \
 		--python $(PY) -e ".[lab,xla,test,docs]" -c constraints.txt) || \
-		(echo "uv did not install the set: pip installs it (about 6 min)" && \
+		(echo "uv did not install the set: pip installs it (about 4 min)" && \
 		$(PY) -m pip install --disable-pip-version-check -q -e ".[lab,xla,test,docs]" -c constraints.txt)
 	touch $(STAMP)
 
