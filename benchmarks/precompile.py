@@ -12,6 +12,8 @@ first steps' losses (a loaded program must learn what the compiled one learns).
   AOTAutograd) and of the optimizer step, saved with ``save_compiled_function`` and loaded with
   ``torch.compiler.load_compiled_function``. Guards on object identity cannot be serialized; they are dropped, as
   tcbench's own artifact key would then have to stand for them.
+- ``aot_compile_loss``: the loss alone through ``aot_compile`` (forward and backward), the optimizer step compiled as
+  ``jit`` does (torch 2.14's ``Optimizer`` calls ``torch._dynamo.graph_break()`` in its step: no full graph).
 
 Reproduce: ``.venv/bin/python benchmarks/precompile.py`` (about 4 minutes on 2 cores, each cold compile 35-50 s);
 ``--python .venv-latest/bin/python`` for the newest torch. Writes ``benchmarks/precompile.json`` and prints a table.
@@ -27,7 +29,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WAYS = ("jit", "caching_precompile", "aot_compile")
+WAYS = ("jit", "caching_precompile", "aot_compile", "aot_compile_loss")
 
 CHILD = r'''
 import json, os, sys, time
@@ -41,7 +43,7 @@ out = {"torch": torch.__version__}
 try:
     if way == "caching_precompile":
         torch._dynamo.config.caching_precompile = True
-    if way == "aot_compile":
+    if way.startswith("aot_compile"):
         torch._dynamo.config.enable_aot_compile = True
         torch._functorch.config.bundled_autograd_cache = True
     torch.manual_seed(0)
@@ -60,7 +62,18 @@ try:
         opt.step()
 
     t = time.perf_counter()
-    if way == "aot_compile":
+    if way == "aot_compile_loss":   # the loss (forward and backward) loaded; the optimizer step compiled as jit's
+        path = os.path.join(folder, "loss.bin")
+        if os.path.exists(path):
+            loss_fn = torch.compiler.load_compiled_function(open(path, "rb"))
+            out["how"] = "loaded"
+        else:
+            loss_fn = torch.compile(loss_of, fullgraph=True, options={"guard_filter_fn": serializable}).aot_compile(
+                ((model,), dict(input_ids=x, labels=x)))
+            loss_fn.save_compiled_function(path)
+            out["how"] = "compiled"
+        forward, step = (lambda: loss_fn(model, input_ids=x, labels=x)), torch.compile(opt.step)
+    elif way == "aot_compile":
         paths = [os.path.join(folder, n) for n in ("loss.bin", "step.bin")]
         if all(os.path.exists(p) for p in paths):
             loss_fn, step_fn = (torch.compiler.load_compiled_function(open(p, "rb")) for p in paths)
@@ -102,8 +115,10 @@ print("RESULT " + json.dumps(out))
 def run(python: str, way: str, folder: str) -> dict:
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, "inductor"), HF_HUB_OFFLINE="1",
                OMP_NUM_THREADS="1")
-    done = subprocess.run([python, "-c", CHILD, way, folder, ROOT], capture_output=True, text=True, env=env,
-                          timeout=900)
+    script = os.path.join(folder, "child.py")   # a file: newer torch reads the compiled function's source
+    with open(script, "w") as f:
+        f.write(CHILD)
+    done = subprocess.run([python, script, way, folder, ROOT], capture_output=True, text=True, env=env, timeout=900)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
