@@ -1,6 +1,6 @@
 """Can this torch load a compiled *training* step without Dynamo tracing it again? (issue 46, item 2)
 
-The demo's model (gpt2 tiny, batch 8, seq 64, 1 thread, AdamW foreach), compiled three ways, each in two fresh
+The demo's model (gpt2 tiny, batch 8, seq 64, 1 thread, AdamW foreach), compiled four ways, each in two fresh
 processes on one empty Inductor cache: the first compiles, the second should load. Per way and process: whether it
 ran, the seconds to the end of the first step (compile included), Dynamo's share (``bytecode_tracing``), and the
 first steps' losses (a loaded program must learn what the compiled one learns).
@@ -61,34 +61,24 @@ try:
     def step_of(opt):
         opt.step()
 
-    t = time.perf_counter()
-    if way == "aot_compile_loss":   # the loss (forward and backward) loaded; the optimizer step compiled as jit's
-        path = os.path.join(folder, "loss.bin")
+    def loaded_or_compiled(fn, example, name):   # aot_compile's program for fn: loaded when saved, else made
+        path = os.path.join(folder, name)
         if os.path.exists(path):
-            loss_fn = torch.compiler.load_compiled_function(open(path, "rb"))
-            out["how"] = "loaded"
-        else:
-            loss_fn = torch.compile(loss_of, fullgraph=True, options={"guard_filter_fn": serializable}).aot_compile(
-                ((model,), dict(input_ids=x, labels=x)))
-            loss_fn.save_compiled_function(path)
-            out["how"] = "compiled"
-        forward, step = (lambda: loss_fn(model, input_ids=x, labels=x)), torch.compile(opt.step)
-    elif way == "aot_compile":
-        paths = [os.path.join(folder, n) for n in ("loss.bin", "step.bin")]
-        if all(os.path.exists(p) for p in paths):
-            loss_fn, step_fn = (torch.compiler.load_compiled_function(open(p, "rb")) for p in paths)
-            out["how"] = "loaded"
-        else:
-            loss_fn = torch.compile(loss_of, fullgraph=True, options={"guard_filter_fn": serializable}).aot_compile(
-                ((model,), dict(input_ids=x, labels=x)))
-            loss_fn.save_compiled_function(paths[0])
-            loss_of(model, x, x).backward()
-            step_fn = torch.compile(step_of, fullgraph=True, options={"guard_filter_fn": serializable}).aot_compile(
-                ((opt,), {}))
-            step_fn.save_compiled_function(paths[1])
+            return torch.compiler.load_compiled_function(open(path, "rb")), "loaded"
+        made = torch.compile(fn, fullgraph=True, options={"guard_filter_fn": serializable}).aot_compile(example)
+        made.save_compiled_function(path)
+        return made, "compiled"
+
+    t = time.perf_counter()
+    if way.startswith("aot_compile"):   # the loss (forward and backward) loaded; with aot_compile_loss, the
+        loss_fn, out["how"] = loaded_or_compiled(loss_of, ((model,), dict(input_ids=x, labels=x)), "loss.bin")
+        forward, step = (lambda: loss_fn(model, input_ids=x, labels=x)), torch.compile(opt.step)   # step as jit's
+        if way == "aot_compile":   # the optimizer step too; its trace needs gradients
+            if not os.path.exists(os.path.join(folder, "step.bin")):
+                loss_of(model, x, x).backward()
+            step_fn, _ = loaded_or_compiled(step_of, ((opt,), {}), "step.bin")
             opt.zero_grad(set_to_none=True)
-            out["how"] = "compiled"
-        forward, step = (lambda: loss_fn(model, input_ids=x, labels=x)), (lambda: step_fn(opt))
+            step = lambda: step_fn(opt)
     else:
         compiled = torch.compile(model.forward if way == "caching_precompile" else model)
         forward, step = (lambda: compiled(input_ids=x, labels=x).loss), torch.compile(opt.step)
