@@ -10,7 +10,9 @@ The A/A spec of benchmarks/trust.py (tiny GPT-2, 30 steps, 1 thread, dropout 0),
 random 0.2-1.5 s spells), all in one store, so nothing but each comparison's own rounds makes its interval. Reported:
 the share of intervals that exclude 1 (goal: at most 5 %), the verdicts, the median half-width (goal ≤ ±5 %) and the
 rounds and seconds a comparison took. ``--rounds default`` runs ``tc.compare``'s default rule instead of fixed rounds
-(rounds until ±5 % or 60 s), as a user who gives no ``rounds`` gets it.
+(rounds until ±5 % or 60 s), as a user who gives no ``rounds`` gets it. ``--rejudge DB`` runs nothing: it judges the
+comparisons of ``--out``'s .json again, from their store DB, with the code as it is now (after a change to the verdict
+rules; the intervals are the same data).
 Writes benchmarks/aa_coverage.md and .json.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -53,13 +56,37 @@ def markdown(data: dict) -> str:
     quiet, load = data["quiet"], data["load"]
     return "\n".join([
         f"Measured {data['date']} on {data['machine']}; tiny GPT-2, batch 8, seq 64, 30 steps (5 warmup), 1 thread, "
-        f"dropout 0, eager against itself, {_rounds_words(data.get('rounds', 3))}, every round its own launcher, "
-        "one store.", "",
+        f"dropout 0, eager against itself, {_rounds_words(data.get('rounds', 3))}, "
+        f"{data.get('pairing', 'sequential')} rounds, every round its own launcher, one store."
+        + (f" Verdicts judged again on {data['rejudged']} with the code of that day (`--rejudge`; the intervals are "
+           "the same data)." if data.get("rejudged") else ""), "",
         "| A/A | comparisons | intervals excluding 1 (goal ≤ 5 %) | faster / slower / no measurable difference / "
         "inconclusive | half-width (median, min–max; goal ≤ ±5 %) | rounds (median, min–max) | seconds (median) "
         "| with a disturbed job |",
         "|---|---|---|---|---|---|---|---|",
         _line("quiet machine", quiet), _line("beside a bursty busy process", load), _line("all", quiet + load)]) + "\n"
+
+
+def rejudge(out: Path, db: Path) -> None:
+    """Each comparison of ``out``.json judged again from its store with the code as it is now (verdicts only: the
+    intervals are the same data); comparisons written before the rows kept their id are taken in store order."""
+    import tcbench as tc
+
+    data = json.loads(out.with_suffix(".json").read_text())
+    store = tc.Store(db)
+    rows = data["quiet"] + data["load"]
+    ids = [r.get("comparison_id") for r in rows]
+    if None in ids:
+        ids = sorted(int(c) for c in store.comparisons()["comparison_id"])[-len(rows):]
+    for row, cmp_id in zip(rows, ids):
+        cmp = tc.load_comparison(cmp_id, store)
+        judged = cmp.row(cmp.backends[1])
+        assert math.isclose(judged.speedup_ci_low or 0.0, row["low"] or 0.0, rel_tol=1e-9), (cmp_id, judged, row)
+        row.update(verdict_kind=judged.verdict_kind, verdict=judged.verdict, comparison_id=cmp_id)
+    data["rejudged"] = time.strftime("%Y-%m-%d")
+    out.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str))
+    out.with_suffix(".md").write_text(markdown(data))
+    print(markdown(data))
 
 
 def main() -> None:
@@ -68,15 +95,22 @@ def main() -> None:
     ap.add_argument("--rounds", default="3", help="rounds per comparison, or 'default' for compare's own rule "
                     "(default 3)")
     ap.add_argument("--out", default=str(HERE / "aa_coverage"))
+    ap.add_argument("--rejudge", metavar="DB", help="no new comparisons: judge those of --out's .json again with "
+                    "the current code, from DB, the store they were written to (its path is in the .json)")
     args = ap.parse_args()
+    if args.rejudge:
+        rejudge(Path(args.out), Path(args.rejudge))
+        return
     if args.pairs < 2:
         ap.error(f"--pairs {args.pairs}: at least 2")
     if args.rounds != "default" and not (args.rounds.isdigit() and int(args.rounds) >= 2):
         ap.error(f"--rounds {args.rounds}: a whole number of at least 2, or 'default'")
     rounds = None if args.rounds == "default" else int(args.rounds)
     os.environ["TCBENCH_DB"] = str(Path(tempfile.mkdtemp()) / "aa.db")
-    data = dict(date=time.strftime("%Y-%m-%d"), machine=f"{platform.machine()}, {os.cpu_count()} cores",
+    data = dict(store=os.environ["TCBENCH_DB"], date=time.strftime("%Y-%m-%d"),
+                machine=f"{platform.machine()}, {os.cpu_count()} cores",
                 rounds=rounds, quiet=coverage(args.pairs, 0, rounds), load=coverage(args.pairs, 1, rounds))
+    data["pairing"] = " and ".join(sorted({r.get("pairing", "sequential") for r in data["quiet"] + data["load"]}))
     Path(args.out + ".json").write_text(json.dumps(data, indent=1, default=str))
     Path(args.out + ".md").write_text(markdown(data))
     print(markdown(data))

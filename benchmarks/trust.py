@@ -104,7 +104,7 @@ def _pair_row(cmp: tc.Comparison, label: str, seconds: float) -> dict:
     return dict(seconds=seconds, rounds=cmp.rounds, speedup=row.speedup, low=row.speedup_ci_low,
                 high=row.speedup_ci_high, resolution=row.resolution, verdict_kind=row.verdict_kind,
                 verdict=row.verdict, stop_reason=cmp.stop_reason, noisy_jobs=sum(r.noisy for r in cmp.results),
-                job_wall_s=[r.wall_s for r in cmp.results])
+                job_wall_s=[r.wall_s for r in cmp.results], pairing=cmp.pairing, comparison_id=cmp.comparison_id)
 
 
 def coverage(n: int, load: int, rounds: int | None = 3) -> list[dict]:

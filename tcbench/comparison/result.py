@@ -20,8 +20,8 @@ from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.host.paths import check_output
 from tcbench.measure.interval import (EQUIVALENCE_CONFIDENCE, RoundsRule, log_ratios, ratio_interval, resolution,
                                      value_interval)
-from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, steady, verdict,
-                                     warnings_for)
+from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, shared_noise,
+                                     steady, verdict, warnings_for)
 from tcbench.job.diagnostics import table
 from tcbench.core.cost import cost_table
 from tcbench.view.report import comparison_html, write_plotlyjs
@@ -183,8 +183,15 @@ class Comparison:
         if self.rule is None:
             return list(self.backends)
         compared = self.backends[1:]
-        disturbed = {label for label in compared if any(r.noisy for pair in self.ratio_pairs(label) for r in pair)}
+        disturbed = {label for label in compared
+                     if any(self.voids(r) for pair in self.ratio_pairs(label) for r in pair)}
         return [self.backends[0], *self.rule.running({label: self._logs(label) for label in compared}, disturbed)]
+
+    def voids(self, job: JobResult) -> bool:
+        """Whether ``job``'s disturbance voids its pair's verdict (inconclusive, whatever the interval): a noisy job,
+        unless the comparison ran lock-step rounds and the disturbance is one both jobs of a round share
+        (``measure.metrics.shared_noise``); that one is a warning, and the interval over rounds counts it."""
+        return job.noisy and not (self.pairing == "lockstep" and shared_noise(job.figures))
 
     def sat_out(self, label: str) -> int:
         """How many of the comparison's rounds ran without ``label`` (``next_labels``); a round the user stopped
@@ -242,7 +249,10 @@ class Comparison:
                     for a, b in pairs for r in (a, b) if not r.ok]
         if not pairs:
             problems.append("no round ran both jobs")
-        noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in measured for r in (a, b) if r.noisy})
+        noisy = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in measured for r in (a, b)
+                        if self.voids(r)})
+        shared = sorted({f"{r.name} round {r.round}: {r.noise_reason}" for a, b in measured for r in (a, b)
+                         if r.noisy and not self.voids(r)})
         what_to_do = advice(self.spec.threads, self.rounds, self.rule and self.rule.resolve,
                             self.rule and self.rule.budget_s, self.stop_kind, bool(noisy),
                             self.rule and self.rule.max_rounds,
@@ -276,6 +286,10 @@ class Comparison:
         warnings = warnings_for(kind, sp, compile_s, mem, mem_hi, recompiles)
         warnings += [w for w in (drift(self.backends[0], [a.median_step_s for a, _ in complete]),
                                  drift(label, [b.median_step_s for _, b in complete])) if w]
+        if shared:
+            warnings.append(f"{len(shared)} of {2 * len(measured)} jobs ran beside other work (e.g. {shared[0]}); "
+                            "lock-step rounds gave both jobs of a round the same machine, so the interval counts what "
+                            "it moved")
         if label in self.between:
             tau, k = self.between[label]
             warnings.append(f"drift between comparisons: the speedup moved ±{math.expm1(tau):.1%} between {k} "

@@ -79,6 +79,27 @@ def test_a_data_parallel_rank_blocked_in_its_all_reduce_is_not_taken_for_a_busy_
     assert stolen.noisy and "steal" in stolen.noise_reason
 
 
+def test_a_moderate_disturbance_of_the_machine_is_one_lock_step_rounds_share_a_heavy_or_the_jobs_own_is_not():
+    """``shared_noise``: a noisy job whose reasons are the machine's alone, each share at most SHARED_LIMIT and the
+    CPU kept, is one that both jobs of a lock-step round saw; scatter, too few steps, a heavy share, a lost CPU or a
+    quiet job are not."""
+    from tcbench.measure.metrics import SHARED_LIMIT, shared_noise
+
+    times, cpu = [0.1] * 12, [0.099] * 12
+    moderate = [job_figures(recs(times, cpu=cpu), 8, 2, threads=1, **kw)
+                for kw in (dict(others_share=0.12), dict(wait_share=0.11), dict(steal_share=SHARED_LIMIT),
+                           dict(others_share=0.2, wait_share=0.15))]
+    assert all(f.noisy and shared_noise(f) for f in moderate), [f.noise_reason for f in moderate]
+    not_shared = [job_figures(recs(times, cpu=cpu), 8, 2, threads=1, others_share=0.4),
+                  job_figures(recs(times, cpu=cpu), 8, 2, threads=1, wait_share=SHARED_LIMIT + 0.01),
+                  job_figures(recs(times, cpu=[0.06] * 12), 8, 2, threads=1, others_share=0.12),   # lost its CPU
+                  job_figures(recs([0.1, 0.1] + [0.05, 0.2, 0.08, 0.3, 0.06, 0.25, 0.1, 0.04]), 8, 2,
+                              others_share=0.12),                                                  # scatters
+                  job_figures(recs([0.1, 0.1, 0.1, 0.1]), 8, 2, threads=1, others_share=0.12),     # 2 steady steps
+                  job_figures(recs(times, cpu=cpu), 8, 2, threads=1, others_share=0.05)]           # quiet
+    assert not any(shared_noise(f) for f in not_shared), [f.noise_reason for f in not_shared]
+
+
 def test_scattered_steps_are_noisy_but_one_outlier_is_not():
     scattered = job_figures(recs([0.1, 0.1] + [0.05, 0.2, 0.08, 0.3, 0.06, 0.25, 0.1, 0.04]), 8, 2)
     assert scattered.noisy and "scatter" in scattered.noise_reason
