@@ -284,14 +284,15 @@ def test_backend_contract_bf16_and_available(backend):
 def test_aa_is_judged_like_any_pair():
     """A/A: the job against itself, 3 alternating rounds, judged by the same rule as any pair (no A/A special case:
     how often its interval excludes 1 is measured in benchmarks/trust.py). The verdict follows from the interval and
-    the noise flags: noisy -> inconclusive; excludes 1 -> faster/slower on its side; inside 0.8-1.25 -> no
+    the noise flags: a disturbance that voids (``Comparison.voids``: not one both jobs of a lock-step round share) ->
+    inconclusive; excludes 1 -> faster/slower on its side; its 90 % interval within ±5 % -> no
     measurable difference; wider -> inconclusive."""
     cmp = tc.compare(TINY, backends=["eager"], rounds=3)
     assert cmp.backends == ["eager", "eager (A/A)"]
     assert [r.name for r in cmp.results] == ["eager", "eager (A/A)", "eager (A/A)", "eager", "eager", "eager (A/A)"]
     row = cmp.summary().set_index("backend").loc["eager (A/A)"]
     lo, hi = row.speedup_ci_low, row.speedup_ci_high
-    if any(r.noisy for r in cmp.results):
+    if any(cmp.voids(r) for r in cmp.results):
         expected = "inconclusive"
     elif lo > 1 or hi < 1:
         expected = "faster" if lo > 1 else "slower"
