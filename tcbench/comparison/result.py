@@ -20,7 +20,7 @@ from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.host.paths import check_output
 from tcbench.measure.interval import (EQUIVALENCE_CONFIDENCE, RoundsRule, log_ratios, ratio_interval, resolution,
                                      value_interval)
-from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, shared_noise,
+from tcbench.measure.metrics import (advice, break_even_range, break_even_steps, drift, loss_parity, voided,
                                      steady, verdict, warnings_for)
 from tcbench.job.diagnostics import table
 from tcbench.core.cost import cost_table
@@ -191,7 +191,7 @@ class Comparison:
         """Whether ``job``'s disturbance voids its pair's verdict (inconclusive, whatever the interval): a noisy job,
         unless the comparison ran lock-step rounds and the disturbance is one both jobs of a round share
         (``measure.metrics.shared_noise``); that one is a warning, and the interval over rounds counts it."""
-        return job.noisy and not (self.pairing == "lockstep" and shared_noise(job.figures))
+        return voided(job.figures, self.pairing)
 
     def sat_out(self, label: str) -> int:
         """How many of the comparison's rounds ran without ``label`` (``next_labels``); a round the user stopped

@@ -17,6 +17,7 @@ from tcbench.comparison.result import Comparison, cold_round, without_cold_round
 from tcbench.core.results import aa_label
 from tcbench.core.spec import JobSpec
 from tcbench.measure.interval import RoundsRule, heterogeneity
+from tcbench.measure.metrics import voided
 from tcbench.store.api import Store, StoreMissing
 from tcbench.store.history import result_from_row
 
@@ -45,13 +46,18 @@ def earlier_spreads(store: Store, cmp: Comparison, days: float = 30.0,
     """Per compared label whose speedup moved between earlier comparisons beyond their own rounds (the machine
     drifts): (τ, k), the spread between the ``limit`` newest earlier comparisons of the same kind and spec on this
     host in the last ``days`` (k of them, ``MIN_EARLIER`` at least), from their stored per-round steps (``fast_step_s``)
-    (``interval.heterogeneity``; rounds with a disturbed job left out, so a loaded comparison never counts). Empty
-    where there are too few, or where they agree. A warning, never part of an interval."""
+    (``interval.heterogeneity``). A round with a job whose disturbance voided its verdict is left out, so a loaded
+    comparison never counts; one that both jobs of a lock-step round shared counts, as in that comparison's own
+    interval (``measure.metrics.voided``: on a quiet 2-core VM most lock-step jobs carry one). Empty where there are
+    too few, or where they agree. A warning, never part of an interval."""
     want = cmp.spec.to_dict()   # matched by the spec's fields, not its stored text
-    same = [c.comparison_id for c in store.done_comparisons(cmp.kind, cmp.spec.model, cmp.spec.size,
-                                                            since=time.time() - days * 86400)
-            if c.spec.to_dict() == want][:limit]
-    stored = store.round_steps(same, socket.gethostname())
+    pairing = {c.comparison_id: c.info.get("pairing", "sequential")
+               for c in store.done_comparisons(cmp.kind, cmp.spec.model, cmp.spec.size,
+                                               since=time.time() - days * 86400)
+               if c.spec.to_dict() == want}
+    same = list(pairing)[:limit]
+    stored = [s for s in store.round_steps(same, socket.gethostname())
+              if not voided(s.figures, pairing[s.comparison_id])]
     steps = {(s.comparison_id, s.round, s.name): s.step_s for s in stored}
     states: dict[tuple[int, str], dict[int, str]] = {}
     for s in stored:

@@ -69,6 +69,14 @@ def shared_noise(fig: JobFigures) -> bool:
             and (fig.cpu_share is None or fig.cpu_share >= NOISY_CPU_SHARE))
 
 
+def voided(fig: JobFigures, pairing: str) -> bool:
+    """Whether a job's disturbance voids what its round measured: a noisy job, unless its comparison ran lock-step
+    rounds (``pairing``) and the disturbance is one both jobs of a round share (``shared_noise``). Its pair's verdict
+    is then inconclusive whatever the interval (``Comparison.voids``), and its round is left out of the earlier
+    comparisons a new one is tested against (``comparison.stored.earlier_spreads``)."""
+    return bool(fig.noisy) and not (pairing == "lockstep" and shared_noise(fig))
+
+
 def _noise(st: Sequence[StepRecord], med: float, threads: int | None, wait_share: float | None,
            steal_share: float | None, blocks: bool = False,
            others_share: float | None = None) -> tuple[float | None, float | None, float | None, list[str]]:

@@ -31,14 +31,15 @@ import numbers
 import os
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from tcbench.core.extras import JobExtras
-from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, sql_type
+from tcbench.core.fmt import is_null
+from tcbench.core.results import FIGURE_NAMES, JobFigures, JobResult, StepRecord, field_type, sql_type
 from tcbench.core.spec import JobSpec
 from tcbench.host.paths import home, is_url as _is_url, private_dir, sqlite_file_text, store_location  # noqa: F401 (home: re-exported)
 from tcbench.host.processes import end_leftovers, pid_alive
@@ -115,13 +116,21 @@ class StoredComparison:
 
 @dataclass(frozen=True)
 class RoundStep:
-    """One ok job's step in a stored comparison's round as its ratio reads it (``Store.round_steps``)."""
+    """One ok job's step in a stored comparison's round as its ratio reads it (``Store.round_steps``), with the
+    figures that say whether the machine disturbed it (``NOISE_FIGURES``; the others left at their defaults)."""
 
     comparison_id: int
     round: int
     name: str             # the job's label where one is stored (an A/A twin, a variant), else its backend
     step_s: float         # its fast_step_s (the median for a job stored before that was kept)
     cache_state: str = ""   # "cold", "warm", "artifacts" for a compiled job ("" for a native one)
+    figures: JobFigures = field(default_factory=JobFigures)
+
+
+# what measure.metrics.voided reads of a job: whether it was disturbed, and whether that was a disturbance both jobs
+# of a lock-step round share
+NOISE_FIGURES = ("noisy", "steady_steps", "step_cv", "step_iqr_s", "median_step_s", "wait_share", "others_share",
+                 "steal_share", "cpu_share")
 
 
 @dataclass(frozen=True)
@@ -496,18 +505,21 @@ class Store:
                                  json.loads(r.info_json or "{}")) for r in df.itertuples()]
 
     def round_steps(self, comparison_ids: list[int], host: str) -> list[RoundStep]:
-        """The step of every ok, undisturbed job run on ``host`` in these comparisons as a round's ratio reads it
-        (``fast_step_s``; a job stored before it was kept: its median); none: empty."""
+        """The step of every ok job run on ``host`` in these comparisons as a round's ratio reads it
+        (``fast_step_s``; a job stored before it was kept: its median), with its noise figures; none: empty."""
         if not comparison_ids:
             return []
         ids = {f"c{i}": int(cid) for i, cid in enumerate(comparison_ids)}
         df = self.query("SELECT comparison_id, round, backend, label, COALESCE(fast_step_s, median_step_s) AS step_s, "
-                        "cache_state "
+                        f"cache_state, {', '.join(NOISE_FIGURES)} "
                         f"FROM runs WHERE comparison_id IN "
                         f"({', '.join(':' + k for k in ids)}) AND status = 'ok' AND host = :host "
-                        "AND median_step_s > 0 AND (noisy IS NULL OR noisy = 0)", {**ids, "host": host})
-        return [RoundStep(int(r.comparison_id), int(r.round), r.label or r.backend, float(r.step_s),
-                          r.cache_state or "") for r in df.itertuples()]
+                        "AND median_step_s > 0", {**ids, "host": host})
+        kinds = {n: field_type(JobFigures, n) for n in NOISE_FIGURES}   # SQLite keeps bools and ints as numbers
+        return [RoundStep(int(r["comparison_id"]), int(r["round"]), r["label"] or r["backend"], float(r["step_s"]),
+                          r["cache_state"] or "",
+                          JobFigures(**{n: kinds[n](r[n]) for n in NOISE_FIGURES if not is_null(r[n])}))
+                for r in df.to_dict("records")]
 
     def ok_runs(self, backend: str, model: str, size: str, batch_size: int, precision: str) -> list[StoredRun]:
         """The runs that ended ok with these columns, newest first; which of their specs match is the caller's."""

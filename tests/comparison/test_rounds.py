@@ -281,6 +281,28 @@ def test_a_disturbance_both_jobs_of_a_lock_step_round_share_is_a_warning_not_a_v
     assert heavy.pairing == "lockstep" and heavy.row("inductor").verdict_kind == "inconclusive"
 
 
+@pytest.mark.parametrize("pairing, counted", [("lockstep", True), ("sequential", False)])
+def test_earlier_lock_step_comparisons_with_a_shared_disturbance_are_tested_for_drift(store, fake, monkeypatch,
+                                                                                     pairing, counted):
+    """Three earlier comparisons measured 0.92×, 1.0× and 1.12×, every job beside other work at 12 % (a quiet 2-core
+    VM flags most lock-step jobs so). In lock-step rounds that disturbance counted in each one's own interval, so it
+    counts in the drift test of the next comparison too, which warns; in sequential rounds it voided them, and they
+    are left out of it (nothing to warn of). The next comparison's interval is its own rounds' either way."""
+    monkeypatch.setattr(cmp_mod.running, "nvidia_gpus", lambda: [])
+    for seed, ratio in enumerate((0.92, 1.0, 1.12)):
+        fake(ratio=ratio, process_sd=0.01, seed=seed, others_share=0.12)
+        earlier = cmp_mod.compare(SPEC, rounds=3, store=store, pairing=pairing)
+        assert all(r.noisy for r in earlier.results) and earlier.pairing == pairing
+    fake(ratio=1.05, process_sd=0.01, seed=7)
+    cmp = cmp_mod.compare(SPEC, rounds=3, store=store, pairing=pairing)
+    assert ("inductor" in cmp.between) == counted, cmp.between
+    if counted:
+        tau, k = cmp.between["inductor"]
+        assert k == 3 and 0.04 < tau < 0.15
+    row = cmp.row("inductor")
+    assert (row.speedup, row.speedup_ci_low, row.speedup_ci_high) == pytest.approx(_alone(cmp))
+
+
 def test_the_budget_never_leaves_a_single_round(store, fake):
     """A first round slower than the whole budget (a cold compile) still gets a second: one round has no spread
     between processes to give an interval across runs."""
