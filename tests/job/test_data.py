@@ -343,3 +343,44 @@ def test_generator_is_reproducible(tmp_path, monkeypatch):
 def test_data_module_does_not_import_torch():
     code = "import sys, tcbench.job.data; assert 'torch' not in sys.modules and 'ipywidgets' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+
+
+class _CountingTokenizer:
+    """A tokenizer (``tokenizers.Tokenizer``'s two methods a job uses here) that counts its encodings."""
+
+    def __init__(self, vocab: str = "v1") -> None:
+        self.vocab, self.calls = vocab, 0
+
+    def to_str(self) -> str:
+        return json.dumps({"vocab": self.vocab})
+
+    def encode_batch(self, texts, add_special_tokens=False):
+        self.calls += 1
+        return [type("Enc", (), {"ids": [len(w) + (self.vocab == "v2") for w in t.split()]})() for t in texts]
+
+
+def test_token_ids_are_kept_on_disk_for_the_next_process_and_never_served_stale(tmp_path, monkeypatch):
+    """A launcher imports in every round and encoded the shipped task each time (0.6 s of 10 s): the ids are kept in
+    the home's cache, keyed by the tokenizer's whole form and the texts, so a new process reads them back; another
+    tokenizer or other texts are another key, and a damaged file is encoded again and replaced, never a failure."""
+    monkeypatch.setenv("TCBENCH_HOME", str(tmp_path))
+    monkeypatch.setattr(d, "_ENCODED", {})
+    texts = ["a bb ccc", "dddd", ""]
+    first = _CountingTokenizer()
+    assert d.token_ids(first, texts) == [[1, 2, 3], [4], []] and first.calls == 1
+    files = list((tmp_path / "cache" / "token-ids").glob("*.npz"))
+    assert len(files) == 1
+    monkeypatch.setattr(d, "_ENCODED", {})   # a new process: nothing in memory
+    again = _CountingTokenizer()
+    assert d.token_ids(again, texts) == [[1, 2, 3], [4], []] and again.calls == 0   # read from disk
+    other = _CountingTokenizer("v2")
+    assert d.token_ids(other, texts) == [[2, 3, 4], [5], []] and other.calls == 1   # another tokenizer: its own
+    fewer = _CountingTokenizer()
+    assert d.token_ids(fewer, texts[:2]) == [[1, 2, 3], [4]] and fewer.calls == 1   # other texts: their own
+    files[0].write_bytes(b"not an npz")
+    monkeypatch.setattr(d, "_ENCODED", {})
+    damaged = _CountingTokenizer()
+    assert d.token_ids(damaged, texts) == [[1, 2, 3], [4], []] and damaged.calls == 1
+    monkeypatch.setattr(d, "_ENCODED", {})
+    fixed = _CountingTokenizer()
+    assert d.token_ids(fixed, texts) == [[1, 2, 3], [4], []] and fixed.calls == 0   # rewritten whole
