@@ -376,6 +376,7 @@ class _IdsOnDisk:
 
         from tcbench.host.paths import private_dir
 
+        tmp = ""
         try:
             folder = private_dir(self.path.parent)
             ends = np.cumsum([len(x) for x in ids], dtype=np.int64)
@@ -388,10 +389,8 @@ class _IdsOnDisk:
             for p in old:
                 p.unlink(missing_ok=True)
         except Exception:  # noqa: BLE001 - a read-only or full disk: the next process encodes again
-            try:
-                os.unlink(tmp)
-            except Exception:  # noqa: BLE001
-                pass
+            if tmp:
+                Path(tmp).unlink(missing_ok=True)
 
 
 def preload_shipped() -> None:
