@@ -326,7 +326,7 @@ def token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
 
 
 class _IdsOnDisk:
-    """A list of texts' token ids in ``$TCBENCH_HOME/cache/token-ids``, one ``.npz`` per (tokenizer, texts): keyed by
+    """A list of texts' token ids in ``$TCBENCH_HOME/token-ids``, one ``.npz`` per (tokenizer, texts): keyed by
     the tokenizer's whole serialised form, the tokenizers library's version and the texts themselves, so a changed
     file or tokenizer is a new key, never a stale hit. Numbers only (no pickle); the ``KEEP`` newest files are kept.
     A file that cannot be read or written is the cache missing, never the job failing: the texts are encoded."""
@@ -346,7 +346,7 @@ class _IdsOnDisk:
                 h.update(t.encode("utf-8", "surrogatepass") + b"\0")
             from tcbench.host.paths import home
 
-            self.path = home() / "cache" / "token-ids" / f"{h.hexdigest()[:32]}.npz"
+            self.path = home() / "token-ids" / f"{h.hexdigest()[:32]}.npz"   # beside the compile caches (cache/)
         except Exception:  # noqa: BLE001 - a tokenizer that cannot be serialised: no disk cache for it
             self.path = None
 

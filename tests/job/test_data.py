@@ -368,7 +368,7 @@ def test_token_ids_are_kept_on_disk_for_the_next_process_and_never_served_stale(
     texts = ["a bb ccc", "dddd", ""]
     first = _CountingTokenizer()
     assert d.token_ids(first, texts) == [[1, 2, 3], [4], []] and first.calls == 1
-    files = list((tmp_path / "cache" / "token-ids").glob("*.npz"))
+    files = list((tmp_path / "token-ids").glob("*.npz"))
     assert len(files) == 1
     monkeypatch.setattr(d, "_ENCODED", {})   # a new process: nothing in memory
     again = _CountingTokenizer()
