@@ -103,9 +103,10 @@ def backend_label(name: str, available: bool, reason: str) -> str:
 
 def compile_text(values: dict[str, Any]) -> str:
     """The compiler settings that differ from JobSpec's defaults, in words (``""`` when none does):
-    ``"inductor: max-autotune · blocks · eager optimizer · cpp_wrapper · cold cache"``."""
+    ``"inductor: max-autotune · blocks · compiled optimizer · cpp_wrapper · cold cache"``."""
+    optimizer = "compiled optimizer" if values["compile_optimizer"] else "eager optimizer"
     words = {"compile_mode": values["compile_mode"], "compile_scope": values["compile_scope"],
-             "compile_optimizer": "eager optimizer", "cpp_wrapper": "cpp_wrapper", "cache": f"{values['cache']} cache"}
+             "compile_optimizer": optimizer, "cpp_wrapper": "cpp_wrapper", "cache": f"{values['cache']} cache"}
     parts = [words[name] for name in COMPILE_FIELDS if values[name] != SPEC_DEFAULTS[name]]
     return "inductor: " + " · ".join(parts) if parts else ""
 
@@ -169,10 +170,11 @@ class Controls:
         """How the inductor backend compiles."""
         self.compile_mode = w.Dropdown(options=list(tc.INDUCTOR_MODES), value=d.compile_mode, tooltip=COMPILE_HELP)
         self.compile_scope = w.Dropdown(options=list(tc.COMPILE_SCOPES), value=d.compile_scope,
-                                        tooltip="model: the whole model (and optimizer.step); blocks: each repeated "
+                                        tooltip="model: the whole model; blocks: each repeated "
                                                 "transformer block, the rest eager; step: the whole training step")
         self.compile_optimizer = w.Checkbox(value=d.compile_optimizer, indent=False,
-                                            tooltip="off: the optimizer stays eager with its fused kernel")
+                                            tooltip="on: optimizer.step compiled too (foreach AdamW); off: the "
+                                                    "optimizer stays eager with its fused kernel (HF Trainer's)")
         self.cpp_wrapper = w.Checkbox(value=d.cpp_wrapper, indent=False,
                                       tooltip="C++ instead of Python around Inductor's kernels: less Python per step, "
                                               "a longer compile")

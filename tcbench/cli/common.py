@@ -56,8 +56,8 @@ HELP = {
     "threads": "CPU threads per job (1 measures most steadily)",
     "compile_scope": "Inductor: model compiles the whole model; blocks compiles its repeated transformer block once "
                      "(regional compilation); step compiles the whole training step",
-    "compile_optimizer": "Inductor: compile optimizer.step too; --no-compile-optimizer keeps the optimizer eager "
-                         "(fused AdamW), the model alone compiled",
+    "compile_optimizer": "Inductor: compile optimizer.step too (foreach AdamW); without it the optimizer stays eager "
+                         "(fused AdamW, as HF Trainer runs it), the model alone compiled",
     "cpp_wrapper": "Inductor: C++ instead of Python around the generated kernels (longer compile, less per-step "
                    "overhead)",
     "cache": "shared: reuse the compile cache; cold: compile from scratch each job; artifacts: a fresh cache with "

@@ -273,7 +273,9 @@ class Comparison:
         if len(measured) < len(complete):
             text += (f" (round {self.cold_round(label)} left out of the ratio: its compiled job filled the empty "
                      "compile cache, and a cold-compiled round's steps are not the warm jobs' of every later round)")
-        if kind == "faster" and be_lo is not None:
+        if kind == "faster" and be_hi is not None and round(be_hi) == 0:   # a variant that compiles no longer
+            text += "; it pays off from the first step (no longer a warmup than the baseline's)"
+        elif kind == "faster" and be_lo is not None:
             text += f"; compiling pays off after {be_lo:,.0f}–{be_hi:,.0f} steps"
         elif kind == "slower":
             text += "; compiling never pays off here"

@@ -146,6 +146,9 @@ def pays_off_text(row: Mapping[str, Any]) -> str:
         return "no break-even until the speedup is known"
     if is_missing(point):
         return "break-even unknown: no compile latency was measured"
+    high = row.get("break_even_high")
+    if round(float(point)) == 0 and (is_missing(high) or round(float(high)) == 0):
+        return "pays off from the first step: no longer a warmup than native's"
     return f"pays off after {fmt_break_even(point, row.get('break_even_low'), row.get('break_even_high'))} steps"
 
 
@@ -172,7 +175,8 @@ def verdict_reason(row: Mapping[str, Any]) -> str:
         text = text.replace(" (single round: no run-to-run spread)", "")
         text = text.replace(f". Measured {ci}", "").replace(ci, "the interval")
         text = text.replace(fmt_between(float(sp), float(low), float(high)), "the interval")
-    text = re.sub(r"; compiling (pays off after [\d,]+–[\d,]+ steps|never pays off here)$", "", text).strip()
+    text = re.sub(r"; (compiling (pays off after [\d,]+–[\d,]+ steps|never pays off here)|it pays off from the first "
+                  r"step \(no longer a warmup than the baseline's\))$", "", text).strip()
     if text == "the interval":
         return ""
     if text.startswith("the interval (") and text.endswith(")"):

@@ -62,7 +62,7 @@ CASES = [
     ("run-eager-mode", ["run", "--backend", "eager", "--compile-mode", "max-autotune"], "--compile-mode",
      "no job here runs Inductor"),
     ("run-eager-scope", ["run", "--backend", "eager", "--compile-scope", "blocks"], "--compile-scope", "blocks"),
-    ("run-eager-no-compile-opt", ["run", "--backend", "eager", "--no-compile-optimizer"], "--no-compile-optimizer",
+    ("run-eager-compile-opt", ["run", "--backend", "eager", "--compile-optimizer"], "--compile-optimizer",
      "an Inductor setting"),
     ("run-eager-all", ["run", "--backend", "eager", "--cpp-wrapper", "--compile-scope", "blocks", "--compile-mode",
                        "max-autotune"], "--cpp-wrapper", "Inductor settings"),

@@ -116,10 +116,11 @@ def test_blocks_scope_compiles_the_repeated_block_once_however_many_there_are(st
 
 def test_step_scope_compiles_the_whole_step_and_learns_as_the_model_scope_does(store):
     """compile_scope="step": one compiled call per training step (the backward where Dynamo breaks the graph, the
-    optimizer step compiled after it), named in the result; its losses are the model scope's (dropout off)."""
+    optimizer step compiled after it, compile_optimizer=True), named in the result; its losses are the model scope's
+    (dropout off)."""
     import dataclasses
 
-    spec = dataclasses.replace(SPEC, dropout=0.0)
+    spec = dataclasses.replace(SPEC, dropout=0.0, compile_optimizer=True)
     step = tc.run(dataclasses.replace(spec, compile_scope="step"), store=store)
     model = tc.run(spec, store=store)
     assert step.status == "ok" and model.status == "ok", step.error

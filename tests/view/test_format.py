@@ -128,3 +128,23 @@ def test_cells_of_a_summary_row():
     assert html["memory_ratio"] == "–" and fmt.CLI_COLUMNS["memory_ratio"].cli_text(row) == "–"
     baseline = {**row, "verdict_kind": "baseline"}
     assert {c.name: c.report_html(baseline) for c in fmt.REPORT_COLUMNS}["speedup"] == "baseline"
+
+
+def test_a_faster_variant_that_warms_up_no_longer_pays_off_from_the_first_step():
+    """compare_configs of two compiled configurations: the faster one compiled as long as the baseline, so its
+    break-even is 0 steps, said in words rather than as "after 0–0 steps"."""
+    def job(label: str, rnd: int, step_s: float) -> JobResult:
+        recs = [StepRecord(step=n, step_s=step_s * (10 if n < 2 else 1) * (1 + 0.01 * (n % 3)), samples_s=8 / step_s,
+                           tokens_s=128 / step_s, mem_bytes=2**26, loss=2.0 - 0.05 * n, warmup=n < 2, seq_len=16)
+                for n in range(SPEC.steps)]
+        return JobResult(spec=dataclasses.replace(SPEC, backend="inductor"), status="ok", run_id=10 * rnd + len(label),
+                         records=recs, figures=job_figures(recs, 8, 2), round=rnd, label=label)
+
+    variant = dataclasses.replace(SPEC, backend="inductor", compile_optimizer=True)
+    results = [job(lab, rnd, s) for rnd in range(3) for lab, s in (("", 0.1), ("fused", 0.05))]
+    cmp = Comparison(spec=dataclasses.replace(SPEC, backend="inductor"), backends=["inductor", "fused"],
+                     results=results, rounds=3, variants={"fused": variant})
+    row = cmp.summary().set_index("backend").loc["fused"].to_dict()
+    assert row["verdict_kind"] == "faster" and "pays off after" not in row["verdict"]
+    assert row["verdict"].endswith("; it pays off from the first step (no longer a warmup than the baseline's)")
+    assert fmt.pays_off_text(row) == "pays off from the first step: no longer a warmup than native's"

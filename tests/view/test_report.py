@@ -301,6 +301,10 @@ def test_bottom_line_words_interval_and_break_even():
     fast = dict(backend="inductor", verdict_kind="faster", speedup=1.0712, speedup_ci_low=1.0203,
                 speedup_ci_high=1.1201, rounds=4, break_even_steps=200.0, break_even_low=120.4, break_even_high=340.2)
     assert fmt.bottom_line(fast) == "compiling inductor: 1.07× faster (1.02–1.12), pays off after 120–340 steps"
+    even = {**fast, "break_even_steps": 0.0, "break_even_low": 0.0, "break_even_high": 0.2}   # it compiles no longer
+    assert fmt.bottom_line(even).endswith("pays off from the first step: no longer a warmup than native's")
+    assert fmt.verdict_reason({**even, "verdict": "faster: 1.07× (95 % interval 1.02×–1.12×); it pays off from the "
+                                                  "first step (no longer a warmup than the baseline's)"}) == ""
     assert fmt.bottom_line({**fast, "break_even_steps": None}).endswith(
         "break-even unknown: no compile latency was measured")
     slow = dict(backend="xla", verdict_kind="slower", speedup=0.44, speedup_ci_low=0.36, speedup_ci_high=0.54,

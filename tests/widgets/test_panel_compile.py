@@ -110,17 +110,17 @@ def test_the_compile_choices_are_the_engines_and_the_defaults_jobspecs():
     for name in ("compile_mode", "compile_scope", "compile_optimizer", "cpp_wrapper", "cache"):
         assert getattr(c, name).value == getattr(default, name) == getattr(c.spec, name)
         assert getattr(c, name) in list(_inside(c.more_box)) and name in _controls.MORE
-    assert c.compile_optimizer.value is True and "inductor:" not in c.more_summary.value
+    assert c.compile_optimizer.value is False and "inductor:" not in c.more_summary.value
 
 
 def test_the_run_tabs_compile_settings_reach_the_spec_and_the_more_summary():
     c = Workbench(**TINY).controls
-    c.set(compile_mode="max-autotune", compile_scope="blocks", compile_optimizer=False, cpp_wrapper=True, cache="cold")
+    c.set(compile_mode="max-autotune", compile_scope="blocks", compile_optimizer=True, cpp_wrapper=True, cache="cold")
     s = c.spec
     assert (s.compile_mode, s.compile_scope, s.compile_optimizer, s.cpp_wrapper, s.cache) == (
-        "max-autotune", "blocks", False, True, "cold")
-    assert "inductor: max-autotune · blocks · eager optimizer · cpp_wrapper · cold cache" in c.more_summary.value
-    c.set(compile_mode="default", compile_scope="model", compile_optimizer=True, cpp_wrapper=False, cache="shared")
+        "max-autotune", "blocks", True, True, "cold")
+    assert "inductor: max-autotune · blocks · compiled optimizer · cpp_wrapper · cold cache" in c.more_summary.value
+    c.set(compile_mode="default", compile_scope="model", compile_optimizer=False, cpp_wrapper=False, cache="shared")
     assert "inductor:" not in c.more_summary.value
 
 

@@ -16,8 +16,8 @@ from tcbench.tuning.compile_search.search import (CompileConfig, best_config, na
 
 SPEC = tc.JobSpec(dropout=0.0, steps=30, warmup_steps=3)
 
-# the fake's step time (ms) per choice, multiplied: bf16 and cpp_wrapper help, an eager optimizer and blocks cost
-FACTORS = {("precision", "bf16"): 0.7, ("cpp_wrapper", True): 0.9, ("compile_optimizer", False): 1.15,
+# the fake's step time (ms) per choice, multiplied: bf16 and cpp_wrapper help, a compiled optimizer and blocks cost
+FACTORS = {("precision", "bf16"): 0.7, ("cpp_wrapper", True): 0.9, ("compile_optimizer", True): 1.15,
            ("compile_scope", "blocks"): 1.1, ("compile_scope", "step"): 1.02,
            ("compile_mode", "max-autotune-no-cudagraphs"): 0.95}
 
@@ -69,10 +69,10 @@ def calls(monkeypatch):
 
 def test_labels_and_the_default_configuration():
     assert CompileConfig.default(SPEC).label() == "inductor · default"
-    cfg = CompileConfig("max-autotune-no-cudagraphs", "blocks", False, "bf16", True)
-    assert cfg.label() == "inductor · max-autotune-no-cudagraphs · blocks · eager optimizer · bf16 · cpp_wrapper"
+    cfg = CompileConfig("max-autotune-no-cudagraphs", "blocks", True, "bf16", True)
+    assert cfg.label() == "inductor · max-autotune-no-cudagraphs · blocks · compiled optimizer · bf16 · cpp_wrapper"
     job = cfg.apply(SPEC)
-    assert (job.backend, job.compile_scope, job.compile_optimizer, job.cpp_wrapper) == ("inductor", "blocks", False, True)
+    assert (job.backend, job.compile_scope, job.compile_optimizer, job.cpp_wrapper) == ("inductor", "blocks", True, True)
     assert CompileConfig.of(job) == cfg and "," not in cfg.label()
 
 
@@ -131,7 +131,7 @@ def test_every_configuration_once_the_fastest_within_parity_wins(calls, store):
     assert len(ran) == size_of(res.space) == 48 and len({label for _, label in ran}) == 48   # none twice
     assert calls[0][0].backend == "eager"                              # the native reference first
     assert ran[0][1] == "inductor · default"                           # then the default configuration
-    assert res.best == CompileConfig("max-autotune-no-cudagraphs", "model", True, "bf16", True)
+    assert res.best == CompileConfig("max-autotune-no-cudagraphs", "model", False, "bf16", True)
     assert res.table().iloc[0]["label"] == res.best.label()
     assert "not confirmed" in res.answer()
     assert store.comparison_row(res.comparison_id)["kind"] == "tune-compile"
@@ -147,7 +147,7 @@ def test_a_configuration_that_breaks_parity_is_rejected_with_its_reason(monkeypa
     monkeypatch.setattr(tcbench.comparison.running, "run", fake_run(calls, drift_bf16=0.05))
     monkeypatch.setattr(tcbench.host.env, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
     res = tune_compile(SPEC, budget_s=3600, sampler="grid", pruner="none", confirm=False, store=store,
-                       space={"compile_mode": ["default"], "compile_scope": ["model"], "compile_optimizer": [True]})
+                       space={"compile_mode": ["default"], "compile_scope": ["model"], "compile_optimizer": [False]})
     t = res.trials.set_index("label")
     assert t.loc["inductor · bf16", "parity"] is False or t.loc["inductor · bf16", "parity"] == False  # noqa: E712
     assert t.loc["inductor · bf16", "reason"].startswith("rejected: loss parity failed")
@@ -211,7 +211,7 @@ def test_a_resumed_study_runs_only_what_is_missing_and_refuses_other_settings(ca
 
 def test_the_confirmation_gives_both_speedups_with_intervals(calls, store):
     res = tune_compile(SPEC, budget_s=3600, n_trials=6, confirm_budget_s=600, store=store,
-                       space={"compile_scope": ["model"], "compile_optimizer": [True]})
+                       space={"compile_scope": ["model"], "compile_optimizer": [False]})
     cmp = res.confirmation
     assert cmp is not None and cmp.kind == "tune-compile-confirm"
     assert cmp.rule.budget_s == 600   # its share of the budget, not all that the quick search left
@@ -230,13 +230,13 @@ def test_best_config_skips_rejected_duplicate_and_unfinished_trials():
 
     from tcbench.tuning.compile_search.search import TRIAL_COLUMNS
 
-    rows = [dict(number=0, label="a", compile_mode="default", compile_scope="model", compile_optimizer=True,
+    rows = [dict(number=0, label="a", compile_mode="default", compile_scope="model", compile_optimizer=False,
                  precision="fp32", cpp_wrapper=False, state="COMPLETE", median_step_ms=10.0, parity=True),
-            dict(number=1, label="b", compile_mode="default", compile_scope="model", compile_optimizer=True,
+            dict(number=1, label="b", compile_mode="default", compile_scope="model", compile_optimizer=False,
                  precision="bf16", cpp_wrapper=False, state="COMPLETE", median_step_ms=5.0, parity=False),
-            dict(number=2, label="c", compile_mode="default", compile_scope="blocks", compile_optimizer=True,
+            dict(number=2, label="c", compile_mode="default", compile_scope="blocks", compile_optimizer=False,
                  precision="fp32", cpp_wrapper=False, state="PRUNED", median_step_ms=4.0, parity=None),
-            dict(number=3, label="a", compile_mode="default", compile_scope="model", compile_optimizer=True,
+            dict(number=3, label="a", compile_mode="default", compile_scope="model", compile_optimizer=False,
                  precision="fp32", cpp_wrapper=False, state="COMPLETE", median_step_ms=10.0, parity=True,
                  duplicate_of=0)]
     t = pd.DataFrame(rows, columns=TRIAL_COLUMNS)

@@ -17,7 +17,7 @@ def test_a_real_search_keeps_parity_and_rejects_bf16_under_a_tolerance_it_cannot
     """bf16 autocast moves the first losses by ~3e-5 relative here, fp32 Inductor by ~1e-7: a tolerance of 5e-6
     keeps the fp32 configuration and rejects the bf16 one (the kernels are the same on every run)."""
     res = tc.tune_compile(SPEC, budget_s=900, sampler="grid", pruner="none", parity_rtol=5e-6, confirm_budget_s=30,
-                          space={"compile_mode": ["default"], "compile_scope": ["model"], "compile_optimizer": [True],
+                          space={"compile_mode": ["default"], "compile_scope": ["model"], "compile_optimizer": [False],
                                  "precision": ["fp32", "bf16"], "cpp_wrapper": [False]}, store=store)
     t = res.trials.set_index("label")
     assert list(res.trials["state"]) == ["COMPLETE", "COMPLETE"], res.trials[["label", "state", "reason"]]
