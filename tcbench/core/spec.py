@@ -174,8 +174,8 @@ class JobSpec:
     where it breaks the graph and compiles the optimizer step that follows in the same call).
     compile_optimizer (Inductor): False (the default) leaves the optimizer eager with torch's fused kernel
     (``AdamW(fused=True)``, what HF ``Trainer`` runs), the model alone compiled; True compiles ``optimizer.step``
-    (AdamW, foreach) beside the model. On a CPU the fused eager step was faster (lock-step, 2026-11-29: 1.02× on
-    tiny GPT-2 at 1 thread, 1.03× on small BERT at 2) and its warm compile 2-4 s shorter (benchmarks/vs_trainer.md).
+    (AdamW, foreach) beside the model. On a CPU the fused eager step was as fast or faster (four lock-step
+    comparisons, 2026-11-29: 0.99-1.03×) and its warm compile 2-5 s shorter (benchmarks/vs_trainer.md).
     With ``compile_scope="step"`` an eager optimizer step runs eagerly inside the compiled step.
     cpp_wrapper (Inductor): True has Inductor generate C++ instead of Python around its kernels
     (``torch._inductor.config.cpp_wrapper``): less Python per step, a longer compile.

@@ -4,10 +4,11 @@ kernels (``cpp_wrapper``).
 
 The optimizer stays eager by default, with torch's fused AdamW kernel (what HF ``Trainer`` runs): compiling
 ``optimizer.step`` was worth a lot against the eager foreach/for-loop AdamW (DESIGN.md: 301 -> 229 ms on a small
-BERT), but against the fused kernel it is slower on a CPU (lock-step, 2026-11-29: the fused step 1.02x faster on tiny
-GPT-2 at 1 thread, 1.03x on small BERT at 2 threads) and costs 2-4 s of every warm compile
-(benchmarks/vs_trainer.md); ``compile_optimizer=True`` compiles it. The backward runs the AOT-compiled graph dynamo
-captured with the forward. Everything else (device, sync, memory, the fp16 scaler path) is the eager backend's.
+BERT), but against the fused kernel it gains nothing on a CPU (lock-step, 2026-11-29: the fused step 1.019x and
+1.017x the compiled one on tiny GPT-2 at 1 thread, 1.030x and 0.993x on small BERT at 2 threads) and costs 2-5 s of
+every warm compile (benchmarks/vs_trainer.md); ``compile_optimizer=True`` compiles it. The backward runs the
+AOT-compiled graph dynamo captured with the forward. Everything else (device, sync, memory, the fp16 scaler path) is
+the eager backend's.
 """
 
 from __future__ import annotations
