@@ -228,7 +228,7 @@ def compile_for_backend(model: Any, optimizer: Any = None) -> tuple[Any, Any]:
     """``(model, optimizer)`` prepared for this job's backend; the same objects, changed in place.
 
     eager: unchanged. inductor: ``model.compile()`` (forward and backward; ``state_dict`` keys unchanged) and
-    ``optimizer.step`` compiled as tcbench's own inductor jobs do (create an LR scheduler after this call; an
+    ``optimizer.step`` compiled, whatever optimizer the script built (create an LR scheduler after this call; an
     lr that changes every step recompiles the optimizer step). xla: the model moved to ``tcbench.device()``
     and the optimizer re-pointed at the moved parameters (``Module.to`` makes new XLA parameters), so call
     it before the first backward; move batches with ``tcbench.device()``; ``t.step`` ends each step with

@@ -49,8 +49,9 @@ class InductorBackend(EagerBackend):
 
     @classmethod
     def compile_script(cls, model: Any, optimizer: Any, spec: JobSpec, device: Callable[[], Any]) -> None:
-        """``model.compile()`` (forward and backward; ``state_dict`` keys unchanged) and ``optimizer.step``
-        compiled as tcbench's own inductor jobs do."""
+        """``model.compile()`` (forward and backward; ``state_dict`` keys unchanged) and ``optimizer.step`` compiled:
+        a script's optimizer is its own, often torch's unfused default, which compiling speeds up (tcbench's own jobs
+        build theirs fused and leave it eager unless ``compile_optimizer``)."""
         mode = None if spec.compile_mode == "default" else spec.compile_mode
         model.compile(mode=mode)
         if optimizer is not None:
