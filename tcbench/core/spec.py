@@ -166,9 +166,9 @@ class JobSpec:
     profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
     seed: 0..2**32-1 (numpy's and torch's seeds).
     compile_scope (Inductor): ``"model"`` compiles the whole model (and ``optimizer.step`` with ``compile_optimizer``);
-    ``"blocks"`` compiles the repeated transformer block instead (regional compilation: each block of the model's largest
-    ``nn.ModuleList`` of one class is compiled, and identical blocks share one compiled graph), leaving the rest of
-    the model eager; the blocks found are named in the result (``JobResult.compiled_regions``); ``"step"`` compiles
+    ``"blocks"`` compiles the repeated transformer block instead (regional compilation: each block of the model's
+    largest ``nn.ModuleList`` of one class is compiled, and identical blocks share one compiled graph), leaving the
+    rest of the model eager; the blocks found are named in the result (``JobResult.compiled_regions``); ``"step"`` compiles
     the whole training step as one function (forward, loss, backward and optimizer step: Dynamo runs the backward
     where it breaks the graph; the optimizer step that follows in the same call is compiled with
     ``compile_optimizer``).
