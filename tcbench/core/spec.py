@@ -165,13 +165,13 @@ class JobSpec:
     when the job starts (``"this-machine"`` has none); a CPU job whose measured peak exceeds it is ``oom``.
     profile: ``"this-machine"`` or a name of ``tcbench.profiles()`` (kept in the catalog's spelling).
     seed: 0..2**32-1 (numpy's and torch's seeds).
-    compile_scope (Inductor): ``"model"`` compiles the whole model (and ``optimizer.step`` with ``compile_optimizer``);
-    ``"blocks"`` compiles the repeated transformer block instead (regional compilation: each block of the model's
-    largest ``nn.ModuleList`` of one class is compiled, and identical blocks share one compiled graph), leaving the
-    rest of the model eager; the blocks found are named in the result (``JobResult.compiled_regions``); ``"step"`` compiles
-    the whole training step as one function (forward, loss, backward and optimizer step: Dynamo runs the backward
-    where it breaks the graph; the optimizer step that follows in the same call is compiled with
-    ``compile_optimizer``).
+    compile_scope (Inductor): ``"model"`` compiles the whole model (and ``optimizer.step`` with
+    ``compile_optimizer``); ``"blocks"`` compiles the repeated transformer block instead (regional compilation: each
+    block of the model's largest ``nn.ModuleList`` of one class is compiled, and identical blocks share one compiled
+    graph), leaving the rest of the model eager; the blocks found are named in the result
+    (``JobResult.compiled_regions``); ``"step"`` compiles the whole training step as one function (forward, loss,
+    backward and optimizer step: Dynamo runs the backward where it breaks the graph; the optimizer step that follows
+    in the same call is compiled with ``compile_optimizer``).
     compile_optimizer (Inductor): False (the default) leaves the optimizer eager with torch's fused kernel
     (``AdamW(fused=True)``, what HF ``Trainer`` runs), the model alone compiled; True compiles ``optimizer.step``
     (AdamW, foreach) beside the model. On a CPU the fused eager step was as fast or faster (four lock-step
