@@ -42,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import tcbench as tc  # noqa: E402
-from tcbench.measure.interval import t_quantile  # noqa: E402
+from tcbench.measure.interval import log_interval  # noqa: E402
 
 REF = "tcbench"
 
@@ -73,18 +73,12 @@ def job(label: str, spec: tc.JobSpec, store: tc.Store) -> dict:
     return row
 
 
-def interval(logs: list[float]) -> tuple[float, float, float]:
-    m = statistics.fmean(logs)
-    hw = t_quantile(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
-    return math.exp(m), math.exp(m - hw), math.exp(m + hw)
-
-
 def summarise(rounds: list[dict[str, dict]], labels: list[str]) -> list[dict]:
     rows = []
     for label in labels:
         for stat in ("fast_ms", "median_ms"):
             logs = [math.log(r[label][stat] / r[REF][stat]) for r in rounds]
-            point, lo, hi = interval(logs)
+            point, lo, hi = log_interval(logs)   # compare's t-interval; one round: no interval
             rows.append(dict(label=label, statistic=stat, step_ms=statistics.median(r[label][stat] for r in rounds),
                              ratio=point, low=lo, high=hi, spread=statistics.stdev(logs) if len(logs) > 1 else None))
     return rows
@@ -104,7 +98,7 @@ def markdown(a: argparse.Namespace, rows: list[dict], rounds: list[dict], cmd: s
             "| job | statistic | step (ms, median of rounds) | ÷ tcbench (95 % interval) | per-round spread (log) |\n"
             "|---|---|---|---|---|\n")
     body = "".join(f"| {r['label']} | {'10th percentile' if r['statistic'] == 'fast_ms' else 'median'} | "
-                   f"{r['step_ms']:.1f} | {r['ratio']:.3f} ({r['low']:.3f}–{r['high']:.3f}) | "
+                   f"{r['step_ms']:.1f} | {r['ratio']:.3f} ({_num(r['low'])}–{_num(r['high'])}) | "
                    f"{_num(r['spread'])} |\n"
                    for r in rows)
     return head + body
