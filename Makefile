@@ -87,13 +87,19 @@ demo: setup
 UNIT := -m "not integration and not browser and not notebook"
 # JUNIT=build/suite: each leg's JUnit report (build/suite-unit.xml, -int.xml, -browser.xml) for benchmarks/suite.py
 JUNIT ?=
+# COVERAGE=1: line coverage of tcbench and widgets over the three legs (pytest-cov, the test processes only: a job's
+# own process is not measured), the total printed, each file's in build/coverage.txt and build/coverage.json
+COVERAGE ?=
+COV = $(if $(COVERAGE),--cov=tcbench --cov=widgets --cov-report=)
 test: setup browser postgres
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(UNIT) $(PYTEST_ARGS) \
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -n 2 $(UNIT) $(PYTEST_ARGS) $(COV) \
 		$(if $(JUNIT),--junitxml=$(JUNIT)-unit.xml)
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) \
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(COV) $(if $(COVERAGE),--cov-append) \
 		-m "(integration or notebook) and not browser" $(PYTEST_ARGS) $(if $(JUNIT),--junitxml=$(JUNIT)-int.xml)
-	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m browser $(PYTEST_ARGS) \
-		$(if $(JUNIT),--junitxml=$(JUNIT)-browser.xml)
+	TCBENCH_HOME=$(TEST_HOME) $(PY) -m pytest -q -p no:cacheprovider -m browser $(PYTEST_ARGS) $(COV) \
+		$(if $(COVERAGE),--cov-append) $(if $(JUNIT),--junitxml=$(JUNIT)-browser.xml)
+	$(if $(COVERAGE),mkdir -p build && $(PY) -m coverage report > build/coverage.txt && \
+		$(PY) -m coverage json -q -o build/coverage.json && tail -1 build/coverage.txt)
 
 # unit tests only (no real training jobs, no browser), on both cores
 test-fast: setup

@@ -110,7 +110,7 @@ TESTED: dict[str, str] = {
     "accelerate": "1.15.0", "psycopg": "3.3.9", "optuna-dashboard": "0.21.0", "psycopg2-binary": "2.9.13",
     "pytest": "9.2.0", "pytest-timeout": "2.4.0", "pytest-xdist": "3.8.0", "pytest-playwright": "0.10.0",
     "playwright": "1.65.2", "ipykernel": "7.4.0", "readme-renderer": "46.0", "tlparse": "0.4.3", "psutil": "7.2.2",
-    "ruff": "0.17.6",
+    "ruff": "0.17.6", "pytest-cov": "7.1.0",
     "sphinx": "9.0.4", "myst-parser": "5.2.0", "myst-nb": "1.4.0", "furo": "2025.12.19", "sphinx-argparse": "0.6.1",
 }
 
