@@ -10,7 +10,8 @@ seconds add up to more than the leg took.
 
 Each run's table is kept under its label in benchmarks/suite.json; benchmarks/suite.md shows every label side by
 side: seconds per folder, the kinds (unit / integration / notebook / browser, from the markers pytest collects) and
-the 25 slowest tests.
+the 25 slowest tests. ``--coverage build/coverage.json`` (``make test COVERAGE=1`` writes it) adds the run's line
+coverage of tcbench and widgets. What each test over 20 s alone guarantees: benchmarks/slow_tests.md.
 """
 
 from __future__ import annotations
@@ -73,6 +74,16 @@ def table(cases: list[dict], wall_s: float | None = None) -> dict:
                 slowest=[(c["name"], c["seconds"]) for c in slow])
 
 
+def coverage(path: Path) -> dict:
+    """The totals of coverage.py's JSON report: statements, those covered, the percentage."""
+    t = json.loads(path.read_text())["totals"]
+    return dict(statements=t["num_statements"], covered=t["covered_lines"], percent=t["percent_covered"])
+
+
+def coverage_text(c: dict | None) -> str:
+    return "–" if not c else f"{c['percent']:.1f} % ({c['covered']:,} of {c['statements']:,} lines)"
+
+
 def markdown(runs: dict) -> str:
     labels = list(runs)
     out = ["Where `make test`'s pytest time goes, per run (`benchmarks/suite.py`; seconds of each test's own time, as "
@@ -81,7 +92,9 @@ def markdown(runs: dict) -> str:
            "| tests | " + " | ".join(str(runs[x]["tests"]) for x in labels) + " |",
            "| pytest's wall time | " + " | ".join(f"{runs[x]['wall'] / 60:.1f} min" if runs[x].get("wall") else "–"
                                                  for x in labels) + " |",
-           "| tests' own time | " + " | ".join(f"{runs[x]['seconds'] / 60:.1f} min" for x in labels) + " |"]
+           "| tests' own time | " + " | ".join(f"{runs[x]['seconds'] / 60:.1f} min" for x in labels) + " |",
+           "| line coverage (tcbench, widgets) | " + " | ".join(coverage_text(runs[x].get("coverage")) for x in labels)
+           + " |"]
     for k in ("unit", "integration", "notebook", "browser"):
         out.append(f"| {k} | " + " | ".join(
             f"{runs[x]['kinds'].get(k, [0, 0])[0]} tests, {runs[x]['kinds'].get(k, [0, 0.0])[1] / 60:.1f} min"
@@ -91,6 +104,8 @@ def markdown(runs: dict) -> str:
     out += ["", "Per folder (minutes):", "", "| folder | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     out += [f"| {f} | " + " | ".join(f"{runs[x]['folders'].get(f, 0) / 60:.1f}" for x in labels) + " |"
             for f in folders]
+    out += ["", "What each test over 20 s alone guarantees, and what was made cheaper: "
+            "[slow_tests.md](slow_tests.md)."]
     for x in labels:
         out += ["", f"The 25 slowest tests, {x} ({runs[x]['date']}):", "", "| test | s |", "|---|---|"]
         out += [f"| `{name}` | {s:.0f} |" for name, s in runs[x]["slowest"]]
@@ -102,11 +117,14 @@ def main() -> None:
     ap.add_argument("xml", nargs="+", help="pytest's --junitxml reports (make test's two legs: both)")
     ap.add_argument("--label", default=time.strftime("%Y-%m-%d %H:%M"), help="this run's column")
     ap.add_argument("--out", default=str(HERE / "suite"), help="where the .json and .md go")
+    ap.add_argument("--coverage", type=Path, help="coverage.py's JSON report of the same run (make test COVERAGE=1)")
     args = ap.parse_args()
     store = Path(args.out + ".json")
     runs = json.loads(store.read_text()) if store.exists() else {}
     xmls = [Path(x) for x in args.xml]
     runs[args.label] = table([c for x in xmls for c in read(x)], sum(wall(x) for x in xmls))
+    if args.coverage:
+        runs[args.label]["coverage"] = coverage(args.coverage)
     store.write_text(json.dumps(runs, indent=1))
     Path(args.out + ".md").write_text(markdown(runs))
     print(markdown(runs))

@@ -542,8 +542,9 @@ def test_a_stopped_noise_floor_is_not_claimed_as_kept(monkeypatch):
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_real_paired_run_history_and_export(tmp_path):
-    """Real tiny jobs through tc.compare (eager + inductor, one round), then History and Export."""
-    panel = _panel(backends=("inductor",), rounds=1)
+    """Real tiny jobs through tc.compare (eager + inductor, one round), then History and Export. Batch 8 × seq 64,
+    the default spec's: its Inductor graph is one the suite compiles anyway (notebooks 01 and 04)."""
+    panel = _panel(backends=("inductor",), rounds=1, batch_size=8, seq_len=64)
     panel.run_button.click()
     cmp = panel.wait(timeout=580)
     assert cmp is not None, panel.status.value

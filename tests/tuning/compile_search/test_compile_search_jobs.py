@@ -10,7 +10,8 @@ import tcbench as tc
 
 pytestmark = pytest.mark.integration
 
-SPEC = tc.JobSpec(dropout=0.0, steps=20, warmup_steps=3, threads=1)
+# seq 32, as tests/comparison/test_comparison.py's TINY: its fp32 and bf16 Inductor graphs are compiled there too
+SPEC = tc.JobSpec(dropout=0.0, seq_len=32, steps=20, warmup_steps=3, threads=1)
 
 
 def test_a_real_search_keeps_parity_and_rejects_bf16_under_a_tolerance_it_cannot_meet(store, monkeypatch, capsys):
