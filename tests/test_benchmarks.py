@@ -157,3 +157,40 @@ def test_noise_components_split_the_spread_and_allocate_steps():
                           cores=dict(together=pair, apart={**pair, "shift_s": 19.0})))
     assert "| eager | 30.0, 36.0, 31.0, 35.0 |" in md and "| together, a core each | +0.01 |" in md
     assert "19 s apart" in md and "measured steps per job** (Kalibera & Jones)" in md
+
+
+def test_the_suite_tables_show_coverage_and_the_graphs_compiled_twice(tmp_path):
+    """benchmarks/suite.py's coverage row (from coverage.py's JSON totals) and benchmarks/suite_compiles.py's list of
+    the jobs that compiled a graph anew, read from a test run's stores (issue 47)."""
+    import json
+    import sqlite3
+
+    suite, compiles = _script("suite"), _script("suite_compiles")
+    (tmp_path / "cov.json").write_text(json.dumps({"totals": {"num_statements": 200, "covered_lines": 150,
+                                                              "percent_covered": 75.0}}))
+    cov = suite.coverage(tmp_path / "cov.json")
+    assert suite.coverage_text(cov) == "75.0 % (150 of 200 lines)" and suite.coverage_text(None) == "–"
+    run = dict(date="d", tests=1, seconds=1.0, wall=60.0, folders={"tests": 1.0}, kinds={"unit": [1, 1.0]},
+               slowest=[("tests/test_x.py::test_y", 1.0)], coverage=cov)
+    assert "| line coverage (tcbench, widgets) | 75.0 % (150 of 200 lines) |" in suite.markdown({"x": run})
+
+    def store(test: str, jobs: list[tuple]) -> None:   # (created, spec fields, FX misses, compile s)
+        (tmp_path / "run" / test).mkdir(parents=True)
+        con = sqlite3.connect(tmp_path / "run" / test / "t.db")
+        con.execute("create table runs (created, spec_json, fx_cache_misses, compile_latency_s, wall_s, status)")
+        con.executemany("insert into runs values (?, ?, ?, ?, 1.0, 'ok')",
+                        [(t, json.dumps(s), m, c) for t, s, m, c in jobs])
+        con.commit()
+        con.close()
+
+    tiny = dict(backend="inductor", model="gpt2", seq_len=32, dropout=0.0, cache="shared")
+    store("test_a0", [(1, tiny, 2, 30.0), (4, {**tiny, "cache": "cold"}, 2, 20.0),
+                      (5, {**tiny, "backend": "eager"}, 0, 0)])
+    store("test_b0", [(2, tiny, 2, 35.0), (3, {**tiny, "seq_len": 64}, 0, 3.0)])   # the same graph, both anew
+    jobs = compiles.jobs(tmp_path / "run")
+    assert [j["test"] for j in jobs] == ["test_a0", "test_b0", "test_b0", "test_a0", "test_a0"]   # oldest first
+    out = compiles.report(jobs)
+    assert out.startswith("5 jobs; 2 Inductor jobs compiled a graph anew on the shared cache (65 s of compile), "
+                          "1 asked to compile cold (20 s)")
+    assert "more than once: 1" in out and "'seq_len': 32" in out and "| test_a0 | cold |" not in out
+    assert "| test_a0 | cold |" in compiles.report(jobs, show_all=True)
