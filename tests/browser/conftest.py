@@ -1,8 +1,9 @@
 """Browser-test fixtures: Debian Chromium through Playwright, a JupyterLab server and a Voilà server.
 
 Follows /work/shared/BROWSER-TESTING.md: servers on 127.0.0.1 with a random token and their own
-config/runtime/settings/workspace folders; the news toast switched off; each test opens its own
-copy of the notebook under its own workspace (tabs and kernels are not shared between tests).
+config/runtime/settings/workspace folders; the news toast switched off; each notebook is a copy of its
+own under a workspace of its own (tabs and kernels are not shared between notebooks). Tests that read one page in
+order share it through a module fixture (``test_lab.lab_ui``, ``test_voila.voila_ui``): a page load starts a kernel.
 """
 
 from __future__ import annotations
@@ -238,12 +239,15 @@ class PanelUI:
             box.click()
 
     def set_tiny_job(self, backends=("inductor",)) -> None:
+        """Tiny GPT-2 at batch 8 × seq 64, the panel's default job: the graph the integration leg compiled before
+        this leg (notebooks 01 and 04, the panel's real run), so a browser run loads it warm instead of paying a
+        cold compile of a graph of its own (tiny BERT at batch 4 × 32 was one, 30-45 s here)."""
         self.open_more_settings()   # size, sequence length, steps, … are folded under "More settings"
         self.choose("tcb-size", "tiny")
-        self.choose("tcb-model", "bert-base-cased ")
+        self.choose("tcb-model", "gpt2 ")
         # one round: typing a number of rounds runs that many (± goes to 0), where the adaptive default spent its
         # 60 s on 4-6 rounds that these tests do not read (the rounds' rule: tests/comparison/test_rounds.py)
-        for cls, value in (("tcb-batch-size", 4), ("tcb-seq-len", 32), ("tcb-steps", 8), ("tcb-warmup-steps", 2),
+        for cls, value in (("tcb-batch-size", 8), ("tcb-seq-len", 64), ("tcb-steps", 8), ("tcb-warmup-steps", 2),
                            ("tcb-rounds", 1), ("tcb-threads", 1)):
             self.type_number(cls, value)
         for name in ("inductor", "xla"):
@@ -342,6 +346,6 @@ def _number(text: str) -> float:
     return float(text[:-1] if scale != 1.0 else text) * scale
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def panel_ui():
     return PanelUI

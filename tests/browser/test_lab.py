@@ -3,6 +3,8 @@ job with eager + inductor, click Run paired, and check what a person sees."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 pytestmark = pytest.mark.browser
@@ -34,29 +36,43 @@ def _shutdown(lab_server, nb: str) -> None:
             lab_server.api("DELETE", f"/api/sessions/{s['id']}")
 
 
-@pytest.mark.timeout(120)
-def test_panel_renders_in_lab_and_refuses_bad_input(page, lab_server, panel_ui, unique, artifacts):
-    nb = _open_notebook(page, lab_server, unique)
+@pytest.fixture(scope="module")
+def lab_ui(browser, browser_context_args, lab_server, panel_ui):
+    """The workbench notebook run in one Lab page for the first and the last test of this file: the panel as it
+    first shows and refuses bad input, then a run, which sets every field it uses. Opening the notebook starts a
+    kernel that imports tcbench and draws the panel (about 20 s on 2 cores): once here, not once per test."""
+    context = browser.new_context(**browser_context_args)
+    nb = None
     try:
+        page = context.new_page()
+        nb = _open_notebook(page, lab_server, uuid.uuid4().hex[:10])
         _run_all(page)
         ui = panel_ui(page)
         ui.wait_shown()
-        assert ui.visible_fields() == ["model", "profile", "batch-size"]   # the rest under "More settings"
-        assert not ui.figure_shown() and ui.panel.locator(".tcb-intro").first.is_visible()   # no empty charts
-        profiles = ui.option_labels("tcb-profile")
-        assert profiles[0].startswith("this machine") and any("GiB" in p and "/h" in p for p in profiles[1:])
-        assert any("bert" in m and "params" in m for m in ui.option_labels("tcb-model"))
-        ui.type_number("tcb-batch-size", 0)
-        error = ui.panel.locator(".tcb-error-batch-size").first
-        page.wait_for_function("el => el.textContent.includes('batch_size=0')", arg=error.element_handle(),
-                               timeout=10_000)
-        assert ui.panel.locator("button.tcb-run").first.is_disabled()
-        page.screenshot(path=str(artifacts / "lab-invalid-input.png"), full_page=True)
-        ui.type_number("tcb-batch-size", 4)
-        page.wait_for_function("el => el.textContent === ''", arg=error.element_handle(), timeout=10_000)
-        assert ui.panel.locator("button.tcb-run").first.is_enabled()
+        yield ui
     finally:
-        _shutdown(lab_server, nb)
+        if nb is not None:
+            _shutdown(lab_server, nb)
+        context.close()
+
+
+@pytest.mark.timeout(120)
+def test_panel_renders_in_lab_and_refuses_bad_input(lab_ui, artifacts):
+    ui, page = lab_ui, lab_ui.page
+    assert ui.visible_fields() == ["model", "profile", "batch-size"]   # the rest under "More settings"
+    assert not ui.figure_shown() and ui.panel.locator(".tcb-intro").first.is_visible()   # no empty charts
+    profiles = ui.option_labels("tcb-profile")
+    assert profiles[0].startswith("this machine") and any("GiB" in p and "/h" in p for p in profiles[1:])
+    assert any("bert" in m and "params" in m for m in ui.option_labels("tcb-model"))
+    ui.type_number("tcb-batch-size", 0)
+    error = ui.panel.locator(".tcb-error-batch-size").first
+    page.wait_for_function("el => el.textContent.includes('batch_size=0')", arg=error.element_handle(),
+                           timeout=10_000)
+    assert ui.panel.locator("button.tcb-run").first.is_disabled()
+    page.screenshot(path=str(artifacts / "lab-invalid-input.png"), full_page=True)
+    ui.type_number("tcb-batch-size", 4)
+    page.wait_for_function("el => el.textContent === ''", arg=error.element_handle(), timeout=10_000)
+    assert ui.panel.locator("button.tcb-run").first.is_enabled()
 
 
 @pytest.mark.timeout(120)
@@ -83,27 +99,21 @@ def test_an_error_on_a_folded_setting_opens_more_settings(page, lab_server, pane
 
 @pytest.mark.integration
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
-def test_run_paired_in_lab_draws_plots_and_summary(page, lab_server, panel_ui, unique, artifacts):
-    nb = _open_notebook(page, lab_server, unique)
-    try:
-        _run_all(page)
-        ui = panel_ui(page)
-        ui.wait_shown()
-        ui.set_tiny_job(backends=("inductor",))
-        status = ui.run_paired(RUN_TIMEOUT_S)
-        ui.wait_drawn()   # the last figure update drawn in the browser
-        page.screenshot(path=str(artifacts / "lab-run-paired.png"), full_page=True)
-        assert "Done" in status, status
-        legend = ui.loss_legend()
-        assert "eager" in legend and "inductor" in legend, legend
-        assert ui.loss_traces() >= 2
-        assert any("×" in t for t in ui.throughput_texts()), ui.throughput_texts()
-        jobs = ui.summary_jobs()
-        assert jobs == ["eager", "inductor"], jobs
-        assert ui.figure_shown() and not ui.panel.locator(".tcb-intro").first.is_visible()
-        ui.assert_memory_axis_linear()
-        panel_width = ui.panel.bounding_box()["width"]
-        plot = ui.panel.locator(".tcb-figure .main-svg").first.bounding_box()
-        assert plot["width"] >= 0.9 * panel_width, (plot, panel_width)
-    finally:
-        _shutdown(lab_server, nb)
+def test_run_paired_in_lab_draws_plots_and_summary(lab_ui, artifacts):
+    ui, page = lab_ui, lab_ui.page
+    ui.set_tiny_job(backends=("inductor",))
+    status = ui.run_paired(RUN_TIMEOUT_S)
+    ui.wait_drawn()   # the last figure update drawn in the browser
+    page.screenshot(path=str(artifacts / "lab-run-paired.png"), full_page=True)
+    assert "Done" in status, status
+    legend = ui.loss_legend()
+    assert "eager" in legend and "inductor" in legend, legend
+    assert ui.loss_traces() >= 2
+    assert any("×" in t for t in ui.throughput_texts()), ui.throughput_texts()
+    jobs = ui.summary_jobs()
+    assert jobs == ["eager", "inductor"], jobs
+    assert ui.figure_shown() and not ui.panel.locator(".tcb-intro").first.is_visible()
+    ui.assert_memory_axis_linear()
+    panel_width = ui.panel.bounding_box()["width"]
+    plot = ui.panel.locator(".tcb-figure .main-svg").first.bounding_box()
+    assert plot["width"] >= 0.9 * panel_width, (plot, panel_width)

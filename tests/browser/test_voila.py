@@ -16,16 +16,26 @@ RUN_TIMEOUT_S = 420
 FOLD_PX = 600   # the results area starts this high on the page (the old 16-row form pushed it to ~700 px)
 
 
-def _open(page, voila_server, panel_ui):
-    page.goto(f"{voila_server.url}/?token={voila_server.token}")
-    ui = panel_ui(page)
-    ui.wait_shown(timeout_s=90)
-    return ui
+@pytest.fixture(scope="module")
+def voila_ui(browser, browser_context_args, voila_server, panel_ui):
+    """One Voilà page for this file's tests, read in their order as a student meets it: the page before a run (the
+    first test reads it as it loads, the second ticks a box and opens the folded settings), then a run, which sets
+    every field it uses. Each page load starts a kernel that runs the whole notebook (about 20 s on 2 cores): once
+    here, not once per test."""
+    context = browser.new_context(**browser_context_args)
+    try:
+        page = context.new_page()
+        page.goto(f"{voila_server.url}/?token={voila_server.token}")
+        ui = panel_ui(page)
+        ui.wait_shown(timeout_s=90)
+        yield ui
+    finally:
+        context.close()
 
 
 @pytest.mark.timeout(120)
-def test_voila_shows_the_panel_without_code_and_no_empty_charts(page, voila_server, panel_ui, artifacts):
-    ui = _open(page, voila_server, panel_ui)
+def test_voila_shows_the_panel_without_code_and_no_empty_charts(voila_ui, artifacts):
+    ui, page = voila_ui, voila_ui.page
     page.screenshot(path=str(artifacts / "voila-panel.png"), full_page=True)
     assert page.locator(".jp-InputArea, .jp-CodeMirrorEditor").count() == 0  # no code cells shown
     assert ui.throughput_bars() == 2  # eager + inductor bars: the figure held its traces before display
@@ -44,8 +54,8 @@ def test_voila_shows_the_panel_without_code_and_no_empty_charts(page, voila_serv
 
 
 @pytest.mark.timeout(120)
-def test_voila_form_is_short_and_each_backend_box_is_labelled(page, voila_server, panel_ui, artifacts):
-    ui = _open(page, voila_server, panel_ui)
+def test_voila_form_is_short_and_each_backend_box_is_labelled(voila_ui, artifacts):
+    ui, page = voila_ui, voila_ui.page
     assert ui.visible_fields() == ["model", "profile", "batch-size"]
     more = ui.panel.locator("button.tcb-more-settings").first
     assert more.is_visible() and "More settings" in more.inner_text()
@@ -78,8 +88,8 @@ def test_voila_form_is_short_and_each_backend_box_is_labelled(page, voila_server
 
 @pytest.mark.integration
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
-def test_run_paired_in_voila(page, voila_server, panel_ui, artifacts):
-    ui = _open(page, voila_server, panel_ui)
+def test_run_paired_in_voila(voila_ui, artifacts):
+    ui, page = voila_ui, voila_ui.page
     ui.choose("tcb-profile", "ml.g5.2xlarge")   # a 24 GiB budget, far above a tiny job's few MiB
     ui.set_tiny_job(backends=("inductor",))
     status = ui.run_paired(RUN_TIMEOUT_S)

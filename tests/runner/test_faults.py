@@ -296,24 +296,26 @@ def test_sigint_to_the_job_is_interrupted():
 
 
 def test_a_stalled_job_is_stopped_and_keeps_its_steps():
-    """SIGSTOP freezes the job after step 3: the stall clock stops it. stall_s=30 rather than less: loading
-    torch and the model is one silent phase that takes several seconds on a busy machine."""
+    """SIGSTOP freezes the job after step 3: the stall clock stops it. stall_s=20 rather than less: the job is
+    forked from this file's warm launcher (its earlier tests started it), so its one silent phase is building the
+    model, a few seconds on a busy machine; a job started as a new process would also load torch in it."""
     store = Store()
 
     def observer(e):
         if isinstance(e, tc.events.StepMeasured) and e.record.step == 3:
             os.kill(int(store.run_row(e.run_id)["worker_pid"]), signal.SIGSTOP)
 
-    r = tc.run(TINY.replace(steps=400, stall_s=30.0), observer, store=store)
+    r = tc.run(TINY.replace(steps=400, stall_s=20.0), observer, store=store)
     assert r.status == "interrupted" and r.error.startswith("stalled: no report for") and "while measuring" in r.error
     assert len(tc.steps(r.run_id)) == len(r.records) >= 4
     assert not _left_behind(r.artifacts)
 
 
 def test_a_total_cap_ends_a_job_that_keeps_reporting():
-    """30 s: loading torch and the model takes 10-20 s here; the cap must leave the job time to report steps."""
-    r = tc.run(TINY.replace(steps=100_000, timeout_s=30.0))
-    assert r.status == "interrupted" and r.error.startswith("timed out after timeout_s=30 s")
+    """20 s: the job is forked from this file's warm launcher and reports its first steps within a few seconds on
+    a busy machine; the cap must leave it time to report some (a new process would first load torch: 10-20 s)."""
+    r = tc.run(TINY.replace(steps=100_000, timeout_s=20.0))
+    assert r.status == "interrupted" and r.error.startswith("timed out after timeout_s=20 s")
     assert len(tc.steps(r.run_id)) == len(r.records) > 0 and not _left_behind(r.artifacts)
 
 

@@ -331,7 +331,8 @@ def test_a_stopped_comparison_leaves_no_job_and_no_retired_launcher_behind(own_l
             stop.set()
         noted(event)
 
-    cmp = tc.compare(TINY.replace(steps=300), backends=["eager"], rounds=3, store=store, observer=watch, stop=stop)
+    # 120 steps: round 1 is stopped at its third step, with over a hundred steps of both jobs still to take turns
+    cmp = tc.compare(TINY.replace(steps=120), backends=["eager"], rounds=3, store=store, observer=watch, stop=stop)
     assert cmp.stop_reason == "stopped by the user" and {r.round for r in cmp.results} == {0, 1}
     jobs = [job for job, _ in seen.values()]
     first, second = ({r.round: r.extra.launcher_pid for r in cmp.results}[n] for n in (0, 1))
