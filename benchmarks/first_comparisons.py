@@ -191,8 +191,10 @@ def main() -> None:
         Path(args.out + ".md").write_text(markdown(data))
         print(markdown(data))
         return
-    if args.n < 2 or args.rounds < 2:
-        ap.error(f"--n {args.n} --rounds {args.rounds}: at least 2 comparisons of 2 rounds are needed")
+    from tcbench.measure.interval import MIN_EARLIER
+
+    if args.n < MIN_EARLIER or args.rounds < 2:   # the heterogeneity test needs MIN_EARLIER comparisons
+        ap.error(f"--n {args.n} --rounds {args.rounds}: at least {MIN_EARLIER} comparisons of 2 rounds are needed")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("TCBENCH_LAUNCHER", None)   # the default: jobs forked, every round from a launcher of its own
     tc.run(DEMO.replace(backend="inductor", steps=8, warmup_steps=2))   # the compile caches warm
