@@ -29,18 +29,27 @@ def _probe(cache: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_the_first_process_checks_the_next_replays_the_same_answers(tmp_path):
-    first, second = _probe(str(tmp_path)), _probe(str(tmp_path))
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory) -> tuple:
+    """A cache folder after a first process's check, and what that process said: both tests start from it (a
+    check builds and loads a program per ISA in a process that imports torch, 8-16 s here)."""
+    cache = tmp_path_factory.mktemp("vec-isa")
+    return cache, _probe(str(cache))
+
+
+def test_the_first_process_checks_the_next_replays_the_same_answers(checked):
+    cache, first = checked
+    second = _probe(str(cache))
     assert first["how"].startswith("checked") and second["how"].startswith("replayed"), (first, second)
     assert first["list"] == second["list"]               # the same ISAs as Inductor's own check found
     assert first["vec_isa_ok"] is None and second["vec_isa_ok"] is None   # its config (and cache key) untouched
-    records = list(tmp_path.glob("vec-isa-*.json"))
+    records = list(cache.glob("vec-isa-*.json"))
     assert len(records) == 1 and all(isinstance(v, bool) for v in json.loads(records[0].read_text()).values())
 
 
-def test_a_broken_record_is_checked_again_and_rewritten(tmp_path):
-    first = _probe(str(tmp_path))
-    record = next(tmp_path.glob("vec-isa-*.json"))
+def test_a_broken_record_is_checked_again_and_rewritten(checked, tmp_path):
+    cache, first = checked
+    record = tmp_path / next(cache.glob("vec-isa-*.json")).name   # its key, in a folder of its own, broken
     record.write_text("{not json")
     got = _probe(str(tmp_path))
     assert got["how"].startswith("checked") and got["list"] == first["list"]
