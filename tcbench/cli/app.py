@@ -143,7 +143,8 @@ def _add_pairing(p: argparse.ArgumentParser) -> None:
         "--pairing", default="auto", choices=PAIRINGS,
         help="lockstep: a round's jobs together, taking turns of 5 measured steps on the same CPUs once each has "
              "compiled, so the machine's speed of the moment is common to both; sequential: one after the other; "
-             "auto: lockstep where every job can take turns and no GPU is present, else sequential (default: auto)")
+             "auto: lockstep where every job can take turns (one process: not nproc > 1) and no GPU is present, else "
+             "sequential (default: auto)")
 
 
 def _add_outputs(p: argparse.ArgumentParser) -> None:

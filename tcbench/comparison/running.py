@@ -52,10 +52,10 @@ def compare(spec: JobSpec, backends: Sequence[str] = ("inductor",), rounds: int 
 
     ``pairing``: "lockstep" starts a round's jobs together and, once each has compiled, lets them take turns of a
     few measured steps on the same CPUs, so that the machine's speed of the moment is common to both sides of every
-    turn (``tcbench.runner.turns``; jobs of tcbench's worker, one process each); "sequential" runs them one after
-    the other; "auto" (default): lock-step where every job can take turns and no GPU is present, else sequential
-    (``Comparison.pairing`` says which ran). On this 2-core CPU lock-step rounds spread 2-10 times less than
-    sequential ones (docs/concepts/measurement.md, "Lock-step rounds").
+    turn (``tcbench.runner.turns``; jobs of one process each: tcbench's worker, or a script's ``track()`` or
+    ``TcbenchCallback``); "sequential" runs them one after the other; "auto" (default): lock-step where every job
+    can take turns and no GPU is present, else sequential (``Comparison.pairing`` says which ran). On this 2-core CPU
+    lock-step rounds spread 2-10 times less than sequential ones (docs/concepts/measurement.md, "Lock-step rounds").
 
     ``spec.backend`` inside ``backends`` runs the job against itself (A/A, labelled ``"eager (A/A)"``); its interval
     excludes 1 in about 5 % of comparisons, as any 95 % interval does when nothing differs.
@@ -106,7 +106,9 @@ def compare_script(script: str, args: Sequence[str] = (), backends: Sequence[str
                    budget_s: float | None = None, pairing: str = "auto", **spec_fields: Any) -> Comparison:
     """Run ``python script *args`` natively (eager) and with each backend in ``backends``, ``rounds``
     alternating rounds, each job in its own process; the same ``Comparison`` as ``compare``. A script's rounds are
-    fixed (3) unless ``resolve`` / ``budget_s`` ask for adaptive rounds as ``compare`` has them.
+    fixed (3) unless ``resolve`` / ``budget_s`` ask for adaptive rounds as ``compare`` has them. ``pairing`` as in
+    ``compare``: on a CPU a round's scripts run together and take turns of 5 measured steps, each at its tracker's
+    ``t.step`` (or the Trainer callback's step), outside the step's clock.
 
     ``spec_fields`` are JobSpec fields: ``steps`` (the cap the script is measured for), ``warmup_steps``,
     ``loss_every``, ``threads``, ``batch_size`` / ``seq_len`` (only used when the script does not report its
@@ -167,13 +169,13 @@ def _pairing(pairing: Any, cmp: Comparison) -> str:
     """``pairing`` checked against the comparison's jobs, before anything is stored or started."""
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing={pairing!r} is not allowed; allowed: {', '.join(map(repr, PAIRINGS))}")
-    alone = [s for s in map(cmp.spec_for, cmp.backends) if s.script is not None or s.world_size > 1]
+    alone = [s for s in map(cmp.spec_for, cmp.backends) if s.world_size > 1]
     if pairing == "auto":
         return "sequential" if alone or nvidia_gpus() else "lockstep"
     if pairing == "lockstep" and alone:
-        what = "a script" if alone[0].script is not None else f"a data-parallel job (nproc={alone[0].nproc})"
-        raise ValueError(f"pairing='lockstep' is not allowed for {what}: only tcbench's own worker, one "
-                         "process per job, takes turns; allowed: pairing='sequential' or 'auto'")
+        raise ValueError(f"pairing='lockstep' is not allowed for a data-parallel job (nproc={alone[0].nproc}): only "
+                         "a job of one process (tcbench's worker, or a script's tracker) takes turns; allowed: "
+                         "pairing='sequential' or 'auto'")
     return pairing
 
 

@@ -16,8 +16,11 @@ each in its own process with ``TCBENCH_SPEC`` / ``TCBENCH_BACKEND`` / ``TCBENCH_
 (``tcbench.job.protocol``, as tcbench's own worker does) on that file descriptor: phases, the one-line
 compiler announcement, meta, one ``step`` per ``t.step`` (timed between consecutive calls, the device
 synchronised before the clock stops; the loss read every ``loss_every`` steps), counters after warmup and at
-the end, sched, end. At the job's ``steps`` ``t.step`` raises ``StopTraining``, which ``track``'s ``with``
-block swallows: the script goes on after it.
+the end, sched, end. In a lock-step round (``TCBENCH_TURNS``, ``tcbench.runner.turns``) the measured steps go in
+turns with the round's other job, as the worker's do: before each block the tracker sends a ``turn`` and waits for
+its turn, outside the step's clock; the script's threads are not pinned (its DataLoader workers would inherit it).
+At the job's ``steps`` ``t.step`` raises ``StopTraining``, which ``track``'s ``with`` block swallows: the script
+goes on after it.
 
 Outside a job (no ``TCBENCH_FD``) ``track()`` is a no-op and ``compile_for_backend`` returns its arguments
 unchanged, unless ``TCBENCH_BACKEND`` is set by hand. Importing this module never imports torch.
@@ -35,7 +38,7 @@ from typing import Any
 
 from tcbench.core.spec import BACKENDS, JobSpec
 from tcbench.job import process_tools as _proc
-from tcbench.job.protocol import Channel, End, Message, Meta, Phase, Step
+from tcbench.job.protocol import Channel, End, Message, Meta, Phase, Step, Turn
 from tcbench.job.backends import backend_class, get_backend
 
 BACKEND_ENV = "TCBENCH_BACKEND"
@@ -266,6 +269,8 @@ class Tracker:
         self._t = self._c = 0.0
         self._steady: tuple | None = None
         self._meter: Any = None
+        self._turns: _proc.TurnGate | None = None   # a lock-step round's gate (TCBENCH_TURNS)
+        self._spans: tuple | None = None   # the steady spans of the turns taken so far (waits left out)
 
     # the protocol, shared with tcbench.hf.TcbenchCallback
     def begin(self) -> None:
@@ -281,14 +286,22 @@ class Tracker:
         JOB.diag = this_backend().collector()   # before the first compiled step (compiling is lazy)
         self._backend = _backend_object(self.spec)
         self._meter = _proc.RssMeter()   # baseline: the script's model, optimizer and data exist by now
+        self._turns = _proc.TurnGate.from_env() if JOB.chan.reports and self.spec.world_size == 1 else None
         JOB.send(Phase("compiling" if self.spec.compiled else "warmup"))
         if self.spec.warmup_steps == 0:
             self._measuring()
         self.start_step()
 
     def start_step(self) -> None:
-        if not self.on:
+        if not self.on or JOB.finished:
             return
+        turns, spec = self._turns, self.spec
+        if turns is not None and self.count < spec.steps and turns.starts_block(self.count, spec.warmup_steps):
+            if self._steady is not None:
+                self._spans = _proc.add_spans(self._spans, _proc.steady_span(self._steady))
+            JOB.send(Turn(step=self.count))
+            turns.wait()   # the other job's block runs meanwhile; this one's clock has not started
+            self._steady = _proc.steady_start()
         if JOB.diag is not None:   # the step's shapes are filled in at its end (the loop has the batch then)
             self._shapes: dict = {}
             self._diag_step = JOB.diag.step(self._shapes)
@@ -343,7 +356,9 @@ class Tracker:
     def finish(self, status: str = "ok", error: str = "") -> None:
         if not self.on or JOB.finished:
             return
-        _proc.send_sched(JOB.chan, self._steady)
+        if self._turns is not None:
+            JOB.send(Turn(step=self.count, waits=False))   # the other job's turn: this one has no more steps
+        _proc.send_sched(JOB.chan, self._steady, before=self._spans)
         JOB.end(status, error)
 
     def _measuring(self) -> None:

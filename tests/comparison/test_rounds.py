@@ -10,6 +10,7 @@ import json
 import math
 import time
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -337,16 +338,19 @@ def test_a_round_that_compiled_into_the_empty_cache_is_left_out_of_the_ratio_onc
 
 def test_rounds_take_turns_by_default_on_a_cpu_and_run_one_after_the_other_where_jobs_cannot(store, fake,
                                                                                               monkeypatch):
-    """``pairing="auto"`` (the default): lock-step rounds where every job is tcbench's worker, one process, and no
-    GPU is present (they spread 2-10 times less than sequential ones on this CPU); sequential where a job cannot
-    take turns (a data-parallel job) or on a GPU, whose jobs would hold its memory together. The comparison says which
-    ran, stored too; asking for lock-step where it cannot run is refused by name before anything starts."""
+    """``pairing="auto"`` (the default): lock-step rounds where every job is one process (tcbench's worker, or a
+    script's tracker) and no GPU is present (they spread 2-10 times less than sequential ones on this CPU);
+    sequential where a job cannot take turns (a data-parallel job) or on a GPU, whose jobs would
+    hold its memory together. The comparison says which ran, stored too; asking for lock-step where it cannot run is
+    refused by name before anything starts."""
     fake(ratio=1.1, process_sd=0.005)
     monkeypatch.setattr(cmp_mod.running, "nvidia_gpus", lambda: [])
     cmp = cmp_mod.compare(SPEC, rounds=2, store=store)
     assert cmp.pairing == "lockstep" and cmp_mod.load_comparison(cmp.comparison_id, store).pairing == "lockstep"
     assert 1.08 < cmp.row("inductor").speedup < 1.12
     assert cmp_mod.compare(SPEC, rounds=2, store=store, pairing="sequential").pairing == "sequential"
+    script = str(Path(__file__).resolve().parents[2] / "examples" / "train_loop.py")
+    assert cmp_mod.compare_script(script, rounds=2, store=store).pairing == "lockstep"
     ddp = dataclasses.replace(SPEC, nproc=2)
     assert cmp_mod.compare(ddp, rounds=2, store=store).pairing == "sequential"
     with pytest.raises(ValueError, match=r"pairing='lockstep' is not allowed for a data-parallel job \(nproc=2\)"):

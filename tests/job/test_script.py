@@ -126,6 +126,72 @@ def test_track_speaks_the_worker_protocol_and_stops_at_the_cap(pipe):
     assert len(pipe.messages()) == len(msgs)
 
 
+@pytest.fixture
+def turns(tmp_path, monkeypatch):
+    """A lock-step round's FIFO as the runner holds it (``tcbench.runner.turns``), with blocks of 2 steps; the test
+    gives the turns ahead (one byte each), and reads back how many the job did not take."""
+    path = tmp_path / "turns.fifo"
+    os.mkfifo(path, 0o600)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    monkeypatch.setenv("TCBENCH_TURNS", f"{path}:2")
+
+    def left() -> int:
+        try:
+            return len(os.read(fd, 64))
+        except BlockingIOError:
+            return 0
+
+    yield SimpleNamespace(give=lambda n: os.write(fd, b"t" * n), left=left)
+    os.close(fd)
+
+
+def _turn_order(msgs: list[dict]) -> list:
+    """The turns and the measured steps, in the order the job sent them: ("turn", step, waits) or a step's number."""
+    return [("turn", m["step"], m["waits"]) if m["type"] == "turn" else m["step"]
+            for m in msgs if m["type"] == "turn" or (m["type"] == "step" and not m["warmup"])]
+
+
+def test_a_script_in_a_lockstep_round_takes_its_measured_steps_in_turns(pipe, turns):
+    """Under ``TCBENCH_TURNS`` the tracker asks for a turn before each block of measured steps (none in the warmup)
+    and takes one given turn each time, outside the step's clock; after its last step it says it has no more, before
+    its scheduling figures, which count its turns and not its waits."""
+    import torch
+
+    pipe.attach(steps=7, warmup_steps=2)
+    turns.give(3)   # 5 measured steps in blocks of 2: turns before steps 2, 4 and 6
+    model, opt = tc.compile_for_backend(*_tiny())
+    with tc.track() as t:
+        while True:
+            loss = _loss(model, torch.randn(3, 4))
+            loss.backward()
+            opt.step()
+            t.step(loss)
+    msgs = pipe.messages()
+    assert _turn_order(msgs) == [("turn", 2, True), 2, 3, ("turn", 4, True), 4, 5, ("turn", 6, True), 6,
+                                 ("turn", 7, False)]
+    assert turns.left() == 0 and _kinds(msgs)[-3:] == ["turn", "sched", "end"] and msgs[-1]["status"] == "ok"
+
+
+def test_a_trainer_in_a_lockstep_round_takes_its_turns_at_the_callbacks_step(pipe, turns):
+    import tcbench.hf
+
+    pipe.attach(steps=5, warmup_steps=1)
+    turns.give(2)   # 4 measured steps: turns before steps 1 and 3
+    args = tcbench.hf.training_args(_hf_args())
+    cb, state = tcbench.hf.TcbenchCallback(seq_len=16), SimpleNamespace(global_step=0)
+    control = SimpleNamespace(should_training_stop=False)
+    cb.on_train_begin(args, state, control, model=_tiny()[0])
+    while not control.should_training_stop:
+        cb.on_step_begin(args, state, control)
+        state.global_step += 1
+        cb.on_step_end(args, state, control)
+        cb.on_log(args, state, control, logs={"loss": 1.0})
+    cb.on_train_end(args, state, control)
+    msgs = pipe.messages()
+    assert _turn_order(msgs) == [("turn", 1, True), 1, 2, ("turn", 3, True), 3, 4, ("turn", 5, False)]
+    assert turns.left() == 0 and msgs[-1]["type"] == "end" and msgs[-1]["status"] == "ok"
+
+
 def test_an_exception_in_the_loop_ends_the_job_failed_with_its_reason(pipe):
     import torch
 
@@ -385,6 +451,8 @@ def test_the_trainer_example_through_compare_script():
                             steps=6, warmup_steps=2, threads=1,
                             observer=lambda e: logs.append((e.label, e.line)) if isinstance(e, tc.events.LogLine) else None)
     assert [r.status for r in cmp.results] == ["ok", "ok"], [r.error for r in cmp.results]
+    # on a CPU the two Trainers ran together, each taking its turn at the callback's step (4 measured: one turn)
+    assert cmp.pairing == "lockstep" and [r.extra.turns for r in cmp.results] == [1, 1]
     assert [lab for lab, line in logs if "Found configuration for compiler" in line] == ["inductor"]
     s = cmp.summary()
     assert list(s["backend"]) == ["eager", "inductor"] and s["verdict_kind"].iloc[1] in VERDICT_KINDS

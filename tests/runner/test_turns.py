@@ -133,5 +133,26 @@ def test_a_lockstep_round_takes_turns_of_measured_steps_and_leaves_nothing_behin
         assert r.extra.sched is not None and r.extra.sched.wall_s < 0.9 * (r.wall_s or 0), r.extra.sched
         assert not (Path(r.artifacts) / "turns.fifo").exists()
     assert tc.load_comparison(cmp.comparison_id, store=store).pairing == "lockstep"
-    with pytest.raises(ValueError, match="pairing='lockstep' is not allowed for a script"):
-        tc.compare_script(str(Path(__file__).resolve().parents[2] / "examples" / "train_loop.py"), pairing="lockstep")
+
+
+@pytest.mark.integration
+def test_scripts_take_turns_at_their_trackers_step(store):
+    """The plain-loop example against itself in one lock-step round: two script processes, each measuring through
+    ``tcbench.track()``, take turns of 5 measured steps as the worker's jobs do, and leave no FIFO behind."""
+    from pathlib import Path
+
+    import tcbench as tc
+    from tcbench.core import events as ev
+
+    seen: list[str] = []
+    script = str(Path(__file__).resolve().parents[2] / "examples" / "train_loop.py")
+    cmp = tc.compare_script(script, backends=["eager"], rounds=1, steps=12, warmup_steps=2, threads=1, store=store,
+                            observer=lambda e: seen.append(e.job) if isinstance(e, ev.StepMeasured)
+                            and not e.record.warmup else None)
+    assert cmp.pairing == "lockstep" and [r.status for r in cmp.results] == ["ok", "ok"], [r.error for r in
+                                                                                          cmp.results]
+    blocks = [seen[i:i + 5] for i in range(0, 20, 5)]
+    assert len(seen) == 20 and all(len(set(b)) == 1 for b in blocks), seen   # whole blocks of one job each
+    assert blocks[0][0] != blocks[1][0] and blocks[1][0] != blocks[2][0], seen   # alternating
+    assert [r.extra.turns for r in cmp.results] == [2, 2]
+    assert all(not (Path(r.artifacts) / "turns.fifo").exists() for r in cmp.results)
