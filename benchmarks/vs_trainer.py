@@ -5,7 +5,9 @@
 
 The same model (built from the same configuration), batch, sequence length, lr and threads, each job a process of
 its own (``tc.run``: tcbench's step records for all of them), in rounds whose order is shuffled; a first round
-fills the compile caches and is left out. Jobs:
+fills the compile caches and is left out. With ``--pairing lockstep`` every round runs its jobs together and they take
+turns of 5 measured steps (``tcbench.runner.turns``, as ``compare``'s lock-step rounds do, scripts included since
+2026-11-29), so each job's blocks are measured next to the others' and the machine's drift cancels. Jobs:
 
 - ``tcbench``: tcbench's Inductor job as ``compare`` runs it (the model compiled; the optimizer eager, torch's fused
   AdamW, as the Trainer runs it).
@@ -35,6 +37,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +46,8 @@ sys.path.insert(0, str(HERE.parent))
 
 import tcbench as tc  # noqa: E402
 from tcbench.measure.interval import log_interval  # noqa: E402
+from tcbench.runner.process import run as run_job  # noqa: E402
+from tcbench.runner.turns import Turns  # noqa: E402
 
 REF = "tcbench"
 
@@ -61,9 +66,9 @@ def specs(a: argparse.Namespace) -> dict[str, tc.JobSpec]:
     return out
 
 
-def job(label: str, spec: tc.JobSpec, store: tc.Store) -> dict:
+def job(label: str, spec: tc.JobSpec, store: tc.Store, result: "tc.JobResult | None" = None) -> dict:
     t0 = time.perf_counter()
-    r = tc.run(spec, store=store)
+    r = result if result is not None else tc.run(spec, store=store)
     if not r.ok:
         raise SystemExit(f"{label}: {r.status}: {(r.error or '')[-800:]}")
     row = dict(label=label, fast_ms=r.fast_step_s * 1e3, median_ms=r.median_step_s * 1e3,
@@ -71,6 +76,22 @@ def job(label: str, spec: tc.JobSpec, store: tc.Store) -> dict:
     print(f"  {label}: fast {row['fast_ms']:.1f} ms, median {row['median_ms']:.1f} ms, compile "
           f"{row['compile_s'] or 0:.1f} s, noisy={row['noisy']}, {row['wall_s']:.0f} s", flush=True)
     return row
+
+
+def together(jobs: dict[str, tc.JobSpec], order: list[str], rnd: int, store: tc.Store) -> dict[str, dict]:
+    """One lock-step round: every job started at once (each waited on by a thread), taking turns in ``order``."""
+    turns, draw, results = Turns([f"{label}#{rnd}" for label in order]), object(), {}
+
+    def one(label: str) -> None:
+        results[label] = run_job(jobs[label], None, None, store, None, rnd, f"{label}#{rnd}", draw=draw, turns=turns)
+
+    threads = [threading.Thread(target=one, args=(label,)) for label in order]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(f"  ({turns.turns} turns)", flush=True)
+    return {label: job(label, jobs[label], store, results[label]) for label in order}
 
 
 def summarise(rounds: list[dict[str, dict]], labels: list[str]) -> list[dict]:
@@ -92,7 +113,9 @@ def markdown(a: argparse.Namespace, rows: list[dict], rounds: list[dict], cmd: s
     head = (f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()}, {os.cpu_count()} "
             f"cores; `{cmd}`. {a.model} {a.size}, batch {a.batch_size}, seq {a.seq_len}, {a.threads} thread(s), "
             f"{a.steps} steps ({a.warmup} warmup) a job, {len(rounds)} rounds in shuffled order after one that filled "
-            "the compile caches; each job its own process.\n\n"
+            "the compile caches; each job its own process"
+            + ("; **lock-step rounds**: a round's jobs alive together, taking turns of 5 measured steps" if
+               a.pairing == "lockstep" else "; one job after the other") + ".\n\n"
             "A job's step ÷ tcbench's Inductor job's step in the same round (below 1: faster than tcbench's), the mean "
             "of the per-round log ratios with its 95 % t-interval.\n\n"
             "| job | statistic | step (ms, median of rounds) | ÷ tcbench (95 % interval) | per-round spread (log) |\n"
@@ -142,6 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lockstep-rounds", type=int, default=8)
+    p.add_argument("--pairing", choices=["sequential", "lockstep"], default="sequential",
+                   help="lockstep: a round's jobs together, taking turns of 5 measured steps")
     p.add_argument("--out", default=str(HERE / "vs_trainer"))
     a = p.parse_args(argv)
     jobs = specs(a)
@@ -156,7 +181,10 @@ def main(argv: list[str] | None = None) -> None:
         order = list(jobs)
         rng.shuffle(order)
         print(f"round {i}: {', '.join(order)}", flush=True)
-        rounds.append({label: job(label, jobs[label], store) for label in order})
+        if a.pairing == "lockstep":
+            rounds.append(together(jobs, order, i, store))
+        else:
+            rounds.append({label: job(label, jobs[label], store) for label in order})
     rows = summarise(rounds, labels)
     cmd = "python benchmarks/vs_trainer.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = markdown(a, rows, rounds, cmd.strip())
