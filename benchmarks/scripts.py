@@ -11,6 +11,10 @@
    A/B then B/A for ``--pairs`` pairs. Each script prints the wall time of its own training loop, so the ratio
    compares the loop alone (not process start-up). Goal: ≤ 1 % (the median of the per-pair ratios, with its
    range across pairs).
+3. ``--only pairing``: the plain-loop example against inductor through ``compare_script``'s default (3 rounds),
+   ``--repeats`` times in lock-step rounds (the scripts take turns of 5 measured steps, the default on a CPU since
+   2026-11-29) and as often in sequential rounds, alternating: each comparison's interval, its per-round spread (log)
+   and its wall time.
 
 Writes benchmarks/scripts.md and benchmarks/scripts.json.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -98,6 +103,27 @@ def overhead(names: list[str], pairs: int, steps: int) -> list[dict]:
     return rows
 
 
+def pairing(repeats: int, rounds: int, steps: int) -> list[dict]:
+    """The plain-loop example against inductor, ``repeats`` comparisons per pairing, lock-step and sequential in
+    turn."""
+    script, args, _ = SCRIPTS["train_loop"]
+    rows = []
+    for i in range(2 * repeats):
+        how = ("lockstep", "sequential")[i % 2]
+        cmp = tc.compare_script(str(ROOT / script), args(steps + 20), backends=["inductor"], rounds=rounds,
+                                steps=steps, warmup_steps=5, threads=1, pairing=how)
+        row, logs = cmp.row("inductor"), cmp._logs("inductor")
+        rows.append({"pairing": cmp.pairing, "comparison_id": cmp.comparison_id, "speedup": row.speedup,
+                     "low": row.speedup_ci_low, "high": row.speedup_ci_high, "resolution": row.resolution,
+                     "spread": statistics.stdev(logs) if len(logs) > 1 else None, "rounds": len(logs), "logs": logs,
+                     "wall_s": sum(r.wall_s or 0 for r in cmp.results) if how == "sequential" else
+                     sum(max(r.wall_s or 0 for r in cmp.results if r.round == k) for k in range(cmp.rounds)),
+                     "verdict": row.verdict_kind})
+        print(f"{how}: {row.speedup:.3f} ({row.speedup_ci_low:.3f}-{row.speedup_ci_high:.3f}), spread "
+              f"{rows[-1]['spread']}, {rows[-1]['wall_s']:.0f} s of jobs", flush=True)
+    return rows
+
+
 def _num(v):
     return None if v is None or v != v else v   # NaN (a pandas gap) is missing
 
@@ -135,6 +161,25 @@ def write(results: dict) -> None:
             lines.append(f"| {r['script']} | {r['steps']} | {r['pairs']} | {r['median_ratio']:.4f} "
                          f"({(r['median_ratio'] - 1) * 100:+.1f} %) | {r['min_ratio']:.4f} – {r['max_ratio']:.4f} |")
         lines.append("")
+    if results.get("pairing"):
+        lines += ["## Lock-step against sequential rounds (train_loop against inductor, `compare_script`'s 3 rounds)",
+                  "", f"Measured {results.get('pairing_when', '')}, `--only pairing`.", "",
+                  "| pairing | comparison | speedup (95 % interval) | ± | per-round spread (log) | jobs' wall s | "
+                  "verdict |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in results["pairing"]:
+            spread = "–" if r["spread"] is None else f"{r['spread']:.3f}"
+            lines.append(f"| {r['pairing']} | {r['comparison_id']} | {r['speedup']:.3f} ({r['low']:.3f}–"
+                         f"{r['high']:.3f}) | {r['resolution'] * 100:.1f} % | {spread} | {r['wall_s']:.0f} | "
+                         f"{r['verdict']} |")
+        lines.append("")
+        for how in ("lockstep", "sequential"):
+            logs = [x for r in results["pairing"] if r["pairing"] == how for x in r.get("logs", [])]
+            if len(logs) > 1:
+                se = statistics.stdev(logs) / len(logs) ** 0.5
+                lines.append(f"- {how}: every round of the {how} comparisons pooled, {len(logs)} rounds (cold rounds "
+                             f"left out): {math.exp(statistics.fmean(logs)):.3f}×, standard error {se:.3f} "
+                             f"(log); per-round spread {statistics.stdev(logs):.3f}")
+        lines.append("")
     (HERE / "scripts.md").write_text("\n".join(lines))
     (HERE / "scripts.json").write_text(json.dumps(results, indent=1, default=str))
     print("\n".join(lines))
@@ -142,12 +187,13 @@ def write(results: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--only", choices=["compare", "overhead"], default=None)
+    p.add_argument("--only", choices=["compare", "overhead", "pairing"], default=None)
     p.add_argument("--scripts", default="train_loop,hf_trainer")
     p.add_argument("--backends", default="inductor,xla")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--pairs", type=int, default=6)
+    p.add_argument("--repeats", type=int, default=4, help="--only pairing: comparisons per pairing")
     p.add_argument("--overhead-steps", type=int, default=150)
     p.add_argument("--rewrite", action="store_true", help="only rewrite scripts.md from scripts.json")
     a = p.parse_args(argv)
@@ -160,15 +206,18 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--scripts contains {n!r}; allowed: {', '.join(SCRIPTS)}")
     from tcbench.core.profiles import cpu_model
 
-    results: dict = {"when": __import__("datetime").date.today().isoformat(),
-                     "machine": f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores", "rounds": a.rounds,
-                     "steps": a.steps}
+    today = __import__("datetime").date.today().isoformat()
+    machine = f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores"
+    results: dict = {"when": today, "machine": machine, "rounds": a.rounds, "steps": a.steps}
     if a.only is not None and (HERE / "scripts.json").exists():   # a partial run keeps the other part's figures
-        results = {**json.loads((HERE / "scripts.json").read_text()), **results}
+        results = {**results, **json.loads((HERE / "scripts.json").read_text()), "rounds": a.rounds, "steps": a.steps}
+    results[f"{a.only or 'all'}_when"] = f"{results['when'] if a.only is None else today}, {machine}"
     if a.only in (None, "compare"):
         results["compare"] = compare_examples(names, a.backends.split(","), a.rounds, a.steps)
     if a.only in (None, "overhead"):
         results["overhead"] = overhead(names, a.pairs, a.overhead_steps)
+    if a.only == "pairing":
+        results["pairing"] = pairing(a.repeats, a.rounds, a.steps)
     write(results)
     return 0
 

@@ -65,7 +65,7 @@ def cmd_compare_script(a: argparse.Namespace) -> int:
     fields = {**job_fields_of(a), **({"model": a.name} if a.name else {})}
     with Progress(rounds=0 if a.resolve or a.budget_s else a.rounds) as progress:
         cmp = tc.compare_script(a.script, a.script_args, backends=others, rounds=a.rounds, observer=progress,
-                                resolve=a.resolve, budget_s=a.budget_s, **fields)
+                                resolve=a.resolve, budget_s=a.budget_s, pairing=a.pairing, **fields)
     return _show_comparison(a, cmp)
 
 
@@ -190,6 +190,7 @@ def _add_compare_script(sub: "argparse._SubParsersAction") -> None:
         "seq_len": "tokens per sample when the script does not report it"})
     group(p, OUTPUT).add_argument("--name", default=None,
                                   help="the name the runs are shown under (default: the script's file name)")
+    _add_pairing(p)
     _add_outputs(p)
     p.set_defaults(func=cmd_compare_script, script_args=[])
 
