@@ -3,7 +3,9 @@
 What a nanoGPT-style script does, nothing more: the model built from its configuration, ``torch.compile(model)``,
 torch's default AdamW, ``zero_grad(set_to_none=True)``, static batches. ``tcbench.track()`` only records the steps (a
 script job of backend eager: tcbench compiles nothing in it); ``--no-compile`` leaves the model eager.
-``benchmarks/vs_trainer.py`` runs it beside tcbench's own Inductor job and Hugging Face's ``Trainer``.
+``--trainer`` trains the same model on the same batches with Hugging Face's ``Trainer`` instead (as
+``examples/hf_trainer.py`` does, for GPT-2 too; a script job of backend inductor: ``torch_compile=True``).
+``benchmarks/vs_trainer.py`` runs it beside tcbench's own Inductor job.
 
     .venv/bin/python benchmarks/plain_loop.py --model bert --size small --seq-len 128 --steps 20
 """
@@ -35,6 +37,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--trainer", action="store_true", help="train with HF Trainer (tcbench.hf's two lines)")
     return p.parse_args(argv)
 
 
@@ -61,9 +64,47 @@ def build(a: argparse.Namespace):
     return model.train(), stream()
 
 
+class _Batches(torch.utils.data.Dataset):
+    """The loop's batches, one sample at a time, in the loop's order (the Trainer batches them again, unshuffled)."""
+
+    def __init__(self, data, batches: int) -> None:
+        self.rows = [{k: v[i] for k, v in batch.items()} for batch in (next(data) for _ in range(batches))
+                     for i in range(len(batch["input_ids"]))]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.rows[i]
+
+
+def trainer(a: argparse.Namespace, model, data) -> float:
+    """The same model and batches through ``Trainer(torch_compile=...)``, as tcbench's Trainer example runs it."""
+    import tempfile
+
+    import tcbench.hf
+    from transformers import Trainer, TrainingArguments
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(output_dir=tmp, max_steps=a.steps, per_device_train_batch_size=a.batch_size,
+                                 learning_rate=a.lr, seed=a.seed, logging_steps=10, save_strategy="no", report_to=[],
+                                 disable_tqdm=True, dataloader_num_workers=0)
+        args = tcbench.hf.training_args(args)
+        t = Trainer(model=model, args=args, train_dataset=_Batches(data, a.steps),
+                    callbacks=[tcbench.hf.TcbenchCallback(seq_len=a.seq_len)])
+        t._get_train_sampler = lambda *_: torch.utils.data.SequentialSampler(t.train_dataset)   # the loop's order
+        start = time.perf_counter()
+        t.train()
+        return time.perf_counter() - start
+
+
 def main(argv: list[str] | None = None) -> float:
     a = parse(argv)
     model, data = build(a)
+    if a.trainer:
+        took = trainer(a, model, data)
+        print(f"plain_loop (Trainer): {a.model} {a.size}, {took:.3f} s", flush=True)
+        return took
     optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr)
     step_model = model if a.no_compile else torch.compile(model)
     start = time.perf_counter()

@@ -14,7 +14,8 @@ turns of 5 measured steps (``tcbench.runner.turns``, as ``compare``'s lock-step 
 - ``tcbench, compiled optimizer``: the same with ``compile_optimizer=True`` (``optimizer.step`` compiled too: foreach
   AdamW fused by Inductor; tcbench's default until 2026-11-29).
 - ``Trainer``: ``examples/hf_trainer.py`` under the inductor backend (``torch_compile=True``; transformers' default
-  fused AdamW), as ``compare-script`` runs it (BERT only).
+  fused AdamW), as ``compare-script`` runs it; for GPT-2, ``benchmarks/plain_loop.py --trainer`` (the plain loop's
+  model and batches through the same two tcbench lines).
 - ``plain loop``: ``benchmarks/plain_loop.py``: ``torch.compile(model)``, torch's default AdamW, nothing else.
 
 Each job's step is its 10th-percentile steady step (``fast_step``, as a comparison reads it), its median beside it.
@@ -34,6 +35,7 @@ import math
 import os
 import platform
 import random
+import shlex
 import statistics
 import sys
 import tempfile
@@ -61,9 +63,16 @@ def specs(a: argparse.Namespace) -> dict[str, tc.JobSpec]:
     if a.model == "bert":
         out["Trainer"] = tc.JobSpec(script=str(HERE.parent / "examples" / "hf_trainer.py"), backend="inductor",
                                     script_args=args, model="hf_trainer", **common)
+    else:   # GPT-2: the plain loop's model and batches through the Trainer (the example trains BERT)
+        out["Trainer"] = tc.JobSpec(script=str(HERE / "plain_loop.py"), backend="inductor", model="plain_loop",
+                                    script_args=("--model", a.model, "--trainer", *args), **common)
     out["plain loop"] = tc.JobSpec(script=str(HERE / "plain_loop.py"), backend="eager", model="plain_loop",
                                    script_args=("--model", a.model, *args), **common)
-    return out
+    wanted = [REF, *(j for j in a.jobs.split(",") if j)] if a.jobs else list(out)
+    for label in wanted:
+        if label not in out:
+            raise SystemExit(f"--jobs names {label!r}; allowed: {', '.join(k for k in out if k != REF)}")
+    return {label: spec for label, spec in out.items() if label in wanted}
 
 
 def job(label: str, spec: tc.JobSpec, store: tc.Store, result: "tc.JobResult | None" = None) -> dict:
@@ -165,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lockstep-rounds", type=int, default=8)
+    p.add_argument("--jobs", default="", help="the jobs beside tcbench's, comma-separated (default: all)")
     p.add_argument("--pairing", choices=["sequential", "lockstep"], default="sequential",
                    help="lockstep: a round's jobs together, taking turns of 5 measured steps")
     p.add_argument("--out", default=str(HERE / "vs_trainer"))
@@ -186,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             rounds.append({label: job(label, jobs[label], store) for label in order})
     rows = summarise(rounds, labels)
-    cmd = "python benchmarks/vs_trainer.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    cmd = "python benchmarks/vs_trainer.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     text = markdown(a, rows, rounds, cmd.strip())
     ls = lockstep(a, jobs[REF]) if a.lockstep_rounds else None
     if ls is not None:
