@@ -14,7 +14,7 @@ from typing import Any
 
 from tcbench.core.results import TRACE_DIR, TRACE_REPORT_DIR
 from tcbench.core.spec import JobSpec
-from tcbench.job.protocol import Channel, CompileTimes, Compiler, Counters, End, Log, Sched
+from tcbench.job.protocol import Channel, CompileTimes, Compiler, Counters, End, Log, Sched, Turn
 from tcbench.job.backends import BackendUnavailable
 
 
@@ -235,6 +235,17 @@ class TurnGate:
     def wait(self) -> None:
         if not os.read(self.fd, 1):   # the runner closed its end: it gives no turns any more
             raise RuntimeError("lock-step: the runner stopped giving this job turns")
+
+    def take(self, chan: Channel, step: int, since: tuple | None, spans: tuple | None,
+             main_only: bool | None = False, cpus: tuple[int, ...] | None = None) -> tuple:
+        """Before a block that starts at ``step`` (the worker's and a script tracker's alike): the steady span since
+        ``since`` added to ``spans``, the ``Turn`` sent, this job's turn waited for; (the spans, the new start of
+        the steady steps, ``steady_start``). The wait is in neither."""
+        if since is not None:
+            spans = add_spans(spans, steady_span(since, main_only, cpus))
+        chan.send(Turn(step=step))
+        self.wait()
+        return spans, steady_start(main_only=main_only, cpus=cpus)
 
 
 def steady_span(since: tuple, main_only: bool | None = False, cpus: tuple[int, ...] | None = None) -> tuple:

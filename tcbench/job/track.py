@@ -297,11 +297,8 @@ class Tracker:
             return
         turns, spec = self._turns, self.spec
         if turns is not None and self.count < spec.steps and turns.starts_block(self.count, spec.warmup_steps):
-            if self._steady is not None:
-                self._spans = _proc.add_spans(self._spans, _proc.steady_span(self._steady))
-            JOB.send(Turn(step=self.count))
-            turns.wait()   # the other job's block runs meanwhile; this one's clock has not started
-            self._steady = _proc.steady_start()
+            # the other job's block runs meanwhile; this one's clock has not started
+            self._spans, self._steady = turns.take(JOB.chan, self.count, self._steady, self._spans)
         if JOB.diag is not None:   # the step's shapes are filled in at its end (the loop has the batch then)
             self._shapes: dict = {}
             self._diag_step = JOB.diag.step(self._shapes)

@@ -20,9 +20,8 @@ import traceback
 from tcbench.job.factory import batch_size_of, loss_of, seq_len_of
 from tcbench.core.spec import JobSpec, is_factory
 from tcbench.core.results import TRACE_DIR
-from tcbench.job.process_tools import (RssMeter, TurnGate, add_spans, announce, classify, die_with_parent, finish,
-                                       gpu_env, pin_cpus, send_after_warmup, send_sched, stdlib_first, steady_span,
-                                       steady_start)
+from tcbench.job.process_tools import (RssMeter, TurnGate, announce, classify, die_with_parent, finish,
+                                       gpu_env, pin_cpus, send_after_warmup, send_sched, stdlib_first, steady_start)
 from tcbench.job.protocol import Channel, End, Eval, Log, Meta, Parallel, Phase, Step, Turn
 from tcbench.job.backends.base import dist_backend
 from tcbench.job.backends import get_backend
@@ -215,10 +214,7 @@ def _run_steps(spec: JobSpec, chan: Channel, backend, it, world: int, meter: Rss
                 main_only = None
             steady_from = steady_start(main_only=main_only, cpus=cpus)
         if turns is not None and turns.starts_block(step, spec.warmup_steps):
-            spans = add_spans(spans, steady_span(steady_from, main_only, cpus))
-            chan.send(Turn(step=step))
-            turns.wait()
-            steady_from = steady_start(main_only=main_only, cpus=cpus)
+            spans, steady_from = turns.take(chan, step, steady_from, spans, main_only, cpus)
         batch = next(it)
         seq, samples = seq_len_of(batch), batch_size_of(batch)
         c0 = time.process_time()   # CPU time of all this process's threads: how much of the step it had the CPU
