@@ -40,14 +40,14 @@ from typing import Any
 from tcbench.host.env import job_env as job_env_info
 from tcbench.host.env import codegen_key, load_now
 from tcbench.job.backends import Backend, backend_class, get_backend
-from tcbench.job.protocol import End, Log, Step, Turn, decode
+from tcbench.job.protocol import End, Log, Phase, Step, Turn, decode
 from tcbench.measure.job import allreduce_summary, compile_counts, figures, mfu_reference
 from tcbench.runner import artifacts as team_artifacts
 from tcbench.runner.ending import conclude
 from tcbench.runner.inbox import handle
 from tcbench.runner.preflight import check as preflight
 from tcbench.runner.turns import Turns
-from tcbench.runner.zygote_client import Forked, JobProcess, start_job
+from tcbench.runner.zygote_client import Forked, JobProcess, start_job, start_spares
 from tcbench.host.probe import peak_flops
 from tcbench.core.events import JobEnded, JobStarted, Observer
 from tcbench.core.extras import CompilePhases
@@ -411,6 +411,7 @@ def _execute(spec: JobSpec, backend: type[Backend], result: JobResult, store: St
         _kill(proc)   # a no-op when it has ended; on an exception here the job must not outlive the wait
         if turns is not None:
             turns.ended(job, run_dir)
+        start_spares()   # a job that ended before its steps (failed): the next round's launchers are still wanted
         _drain(q, result, writer.pending)
         proc.wait()
         result.wall_s = time.monotonic() - t0
@@ -459,6 +460,10 @@ def _wait(proc: JobProcess, q: queue.Queue, spec: JobSpec, result: JobResult, wr
         heard = time.monotonic()
         if isinstance(msg, Turn) and turns is not None:
             turns.arrived(job, msg.waits)
+            if turns.started:   # the round's compiles are done: the next round's launchers import beside its steps
+                start_spares()
+        elif isinstance(msg, Phase) and msg.phase == "measuring" and turns is None:
+            start_spares()
         end = handle(msg, result, writer.pending, notify, job) or end
 
 

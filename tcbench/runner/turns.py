@@ -74,6 +74,12 @@ class Turns:
             except FileNotFoundError:
                 pass
 
+    @property
+    def started(self) -> bool:
+        """Whether the turns have begun: every live job reached its first turn (its compile done)."""
+        with self._lock:
+            return self._started
+
     def waiting(self, job: str) -> bool:
         """Whether ``job`` is waiting for its turn (its silence is then not a stall)."""
         with self._lock:

@@ -14,9 +14,10 @@ process and its log says why: a job never fails because the fast path did.
 with it a luck of their own: a tiny GPT-2's eager step sat at about 30 ms or at about 36 ms for every job of one
 launcher (README, "A first comparison you can trust"). So a job may carry a ``draw`` (a comparison passes one token
 per round): a launcher serves one draw only, and a job of another draw gets a launcher that has served nobody. The
-next one is started ahead of need, while the current round runs, on the CPUs its jobs leave free
-(``job_cpus``: a 1-thread job steps on the last CPU, the launcher imports on the others), and kept as the spare;
-where no CPU is free, the next round's first job waits for a new launcher's imports.
+next one is started ahead of need (once the current one is ready; the XLA one once the round's jobs have compiled:
+``start_spares``), on the CPUs its jobs leave free (``job_cpus``: a 1-thread job steps on the last CPU, the
+launcher imports on the others), and kept as the spare; where no CPU is free, the next round's first job waits for a
+new launcher's imports.
 
 A forked job is handled like a Popen (``Forked``: pid, poll, wait, returncode; its exit status comes from the
 launcher, its parent). The launcher is started from one long-lived thread of this process: its parent-death
@@ -113,7 +114,8 @@ def start_job(spec: JobSpec, backend: type[Backend], argv: list[str], cwd: str, 
         request = {"spec": spec.to_json(), "run_dir": str(run_dir), "cwd": cwd, "env": env}
         spare = None if draw is None else free_cpus(int(env.get("OMP_NUM_THREADS") or 0), spec.world_size)
         try:
-            return _LAUNCHER.fork(request, (msg_fd, log.fileno()), ready_s=spec.stall_s, draw=draw, spare_cpus=spare)
+            return _LAUNCHER.fork(request, (msg_fd, log.fileno()), ready_s=spec.stall_s, draw=draw, spare_cpus=spare,
+                                  spare_waits=backend.torch_xla)
         except Exception as exc:  # noqa: BLE001 - the fast path failing never fails the job
             _note(log, f"the warm launcher could not start this job ({exc}); it starts as a new process")
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -345,6 +347,7 @@ class _Launcher:
         self._lock = threading.Lock()
         self._current: dict[tuple, _Zygote] = {}   # in order of use, the most recent last
         self._spare: dict[tuple, _Zygote] = {}
+        self._wanted: dict[tuple, tuple[dict[str, str], tuple[int, ...]]] = {}   # spares asked for, not yet started
         self._starter = _Starter()
 
     def forget(self) -> None:
@@ -352,11 +355,24 @@ class _Launcher:
         not this process's; the inherited sockets are closed here, never shut down (that would end the parent's)."""
         for zygote in [*self._current.values(), *self._spare.values()]:
             zygote.abandon()
-        self._lock, self._current, self._spare, self._starter = threading.Lock(), {}, {}, _Starter()
+        self._lock, self._current, self._spare, self._wanted = threading.Lock(), {}, {}, {}
+        self._starter = _Starter()
+
+    def start_spares(self, only: tuple | None = None) -> None:
+        """Start the spares asked for (``only``: that key's), each importing on the CPUs its round's jobs leave
+        free."""
+        with self._lock:
+            for key in [k for k in self._wanted if only is None or k == only]:
+                env, cpus = self._wanted.pop(key)
+                if key in self._current and key not in self._spare:
+                    self._spare[key] = _Zygote(key, env, self._starter, cpus=cpus)
 
     def fork(self, request: dict, fds: tuple[int, int], ready_s: float, draw: object = None,
-             spare_cpus: tuple[int, ...] | None = None) -> Forked:
-        key = _key(request["env"])
+             spare_cpus: tuple[int, ...] | None = None, spare_waits: bool = False) -> Forked:
+        """A child of the launcher of the request's environment (and ``draw``). A new draw's launcher asks for the
+        next one (with ``spare_cpus``): started once this one is ready, or, ``spare_waits`` (the XLA jobs'), by
+        ``start_spares``."""
+        key, early = _key(request["env"]), False
         with self._lock:
             zygote = self._current.pop(key, None)
             if zygote is not None and zygote.broken:
@@ -366,25 +382,31 @@ class _Launcher:
                 if zygote is not None:
                     zygote.retire()
                 env = {k: v for k, v in request["env"].items() if k not in _NOT_AT_IMPORT}
-                zygote = self._unused(key) or _Zygote(key, env, self._starter)
+                spare = self._unused(key)
+                zygote = spare or _Zygote(key, env, self._starter)
                 zygote.draw = draw
-                if draw is not None and spare_cpus:   # the next draw's, importing while this one's jobs run
-                    self._spare[key] = _Zygote(key, env, self._starter, cpus=spare_cpus)
+                if draw is not None and spare_cpus:   # the next draw's
+                    self._wanted[key] = (env, spare_cpus)
+                    early = not spare_waits
             self._current[key] = zygote
             while len(self._current) > self.KEYS:   # the environment used longest ago
                 old = next(iter(self._current))
                 self._current.pop(old).retire()
+                self._wanted.pop(old, None)
                 spare = self._spare.pop(old, None)
                 if spare is not None:
                     spare.retire()
-        return zygote.fork(request, fds, ready_s)
+        forked = zygote.fork(request, fds, ready_s)
+        if early:   # this one is ready: the next one imports beside this round's jobs, never beside its imports
+            self.start_spares(only=key)
+        return forked
 
     def close(self, wait_s: float = 2.0) -> None:
         """At this process's exit: the launchers end as they do when retired (their exit handlers run: torch's removes
         a temporary folder), not by the parent-death signal; each is waited for at most ``wait_s``."""
         with self._lock:
             zygotes = [*self._current.values(), *self._spare.values()]
-            self._current, self._spare = {}, {}
+            self._current, self._spare, self._wanted = {}, {}, {}
         for zygote in zygotes:
             zygote.retire()
             if zygote.ready:   # one still importing is not waited for: it dies with this process
@@ -403,5 +425,17 @@ class _Launcher:
 
 
 _LAUNCHER = _Launcher()
+
+
+def start_spares() -> None:
+    """Start the next round's launchers that wait for this round's compiles: the runner calls it once they are done
+    (a lock-step round's first turn; a job's measured steps in sequential rounds; a job's end), so that their
+    imports run beside measured steps, on a core those leave free. The XLA jobs' launcher waits so (``spare_waits``):
+    its imports (torch_xla's too, 8 s of CPU here against 4 s) slowed each XLA job's compile, which runs cold in every
+    job on the CPU, from 9 to 17-20 s. Any other spare starts once the launcher it follows is ready: started beside
+    the first round's launchers, the spares' imports made the demo's first launches take 20 s, against 8-10 s
+    (benchmarks/demo_fresh.md). A round that starts before its spare is ready waits for its imports, as the first
+    round does."""
+    _LAUNCHER.start_spares()
 os.register_at_fork(after_in_child=_LAUNCHER.forget)
 atexit.register(_LAUNCHER.close)

@@ -43,9 +43,10 @@ def round_of_two(tmp_path):
 def test_no_turn_until_every_job_has_compiled_then_they_alternate_in_order(round_of_two):
     turns, fds, _ = round_of_two
     turns.arrived("eager#0", waits=True)            # eager is at its first turn; inductor still compiles
-    assert _taken(fds) == [] and turns.waiting("eager#0")
+    assert _taken(fds) == [] and turns.waiting("eager#0") and not turns.started
     turns.arrived("inductor#0", waits=True)
     assert _taken(fds) == ["eager#0"] and not turns.waiting("eager#0") and turns.waiting("inductor#0")
+    assert turns.started
     turns.arrived("eager#0", waits=True)            # its block done: inductor's turn
     assert _taken(fds) == ["inductor#0"]
     turns.arrived("inductor#0", waits=True)
@@ -65,6 +66,49 @@ def test_a_job_that_ends_before_its_first_turn_frees_the_others(round_of_two):
     turns.ended("inductor#0", tmp / "inductor#0")
     turns.ended("inductor#0", tmp / "inductor#0")   # twice (the runner's finally): harmless
     assert not (tmp / "inductor#0" / "turns.fifo").exists()
+
+
+@pytest.mark.parametrize("lockstep", [True, False])
+def test_the_next_rounds_launchers_start_once_the_rounds_jobs_have_compiled(lockstep, round_of_two, monkeypatch):
+    """The runner's side of ``zygote_client.start_spares``: a lock-step round's first turn (every job compiled), or
+    in sequential rounds a job's measured steps; never while a job of the round still compiles."""
+    import queue
+    import time
+
+    from tcbench import JobSpec
+    from tcbench.core.results import JobResult
+    from tcbench.job.protocol import Phase, Turn
+    from tcbench.runner import process
+
+    turns, _, _ = round_of_two
+    calls: list[int] = []
+    monkeypatch.setattr(process, "start_spares", lambda: calls.append(1))
+
+    class Exited:
+        returncode = 0
+
+        def poll(self):
+            return 0
+
+    class Writer:
+        pending: list = []
+
+        def flush(self, idle):
+            pass
+
+    def wait(job: str, *messages) -> None:
+        q: queue.Queue = queue.Queue()
+        for m in (*messages, None):
+            q.put(m)
+        result = JobResult(spec=JobSpec(), status="running")
+        process._wait(Exited(), q, JobSpec(), result, Writer(), lambda e: None, None, job, time.monotonic(),
+                      turns if lockstep else None)
+
+    wait("eager#0", Phase("warmup"), Phase("measuring"), *([Turn(step=2, waits=True)] if lockstep else []))
+    assert calls == ([] if lockstep else [1])   # lock-step: inductor still compiles
+    if lockstep:
+        wait("inductor#0", Phase("measuring"), Turn(step=2, waits=True))
+        assert calls == [1] and turns.started
 
 
 def test_a_bad_block_is_refused_by_name():

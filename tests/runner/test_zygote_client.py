@@ -42,7 +42,7 @@ def _start(spec: JobSpec, tmp_path: Path):
 def launcher_fails(monkeypatch):
     asked = []
 
-    def fork(request, fds, ready_s, draw=None, spare_cpus=None):
+    def fork(request, fds, ready_s, draw=None, spare_cpus=None, spare_waits=False):
         asked.append({**request, "draw": draw})
         raise zc.LaunchError("it could not import torch")
 
@@ -131,3 +131,46 @@ def test_a_jobs_named_pipes_are_removed_with_it_and_nothing_else(tmp_path):
     _remove_pipes(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub", "worker.log"]
     _remove_pipes(tmp_path / "gone")   # a run folder that was never made: nothing to do, no error
+
+
+class _FakeZygote:
+    """A launcher that is ready at once and forks nothing: which launchers start, in which order, on which CPUs."""
+
+    started: list = []
+
+    def __init__(self, key, env, starter, cpus=None):
+        self.key, self.cpus, self.draw = key, cpus, None
+        self.served = self.dead = False
+        self.broken = ""
+        _FakeZygote.started.append(self)
+
+    def fork(self, request, fds, ready_s):
+        self.served = True
+        return zc.Forked(4242, 4243)
+
+    def retire(self):
+        self.dead = True
+
+
+@pytest.mark.parametrize("waits", [False, True])
+def test_the_next_rounds_launcher_starts_after_this_ones_imports_or_after_the_rounds_compiles(waits, monkeypatch):
+    """A spare's imports never run beside the launcher it follows (the first round's imports); an XLA one's
+    (``spare_waits``) wait for ``start_spares``, which the runner calls once the round's jobs have compiled."""
+    monkeypatch.setattr(zc, "_Zygote", _FakeZygote)
+    monkeypatch.setattr(_FakeZygote, "started", [])
+    launchers = zc._Launcher()
+    request = {"spec": "{}", "run_dir": "/x", "cwd": "/", "env": {"A": "1"}}
+    first, second = object(), object()
+    launchers.fork(request, (0, 1), 1.0, draw=first, spare_cpus=(0,), spare_waits=waits)
+    current, *spares = _FakeZygote.started
+    assert current.cpus is None and current.served and current.draw is first
+    assert [s.cpus for s in spares] == ([] if waits else [(0,)])
+    launchers.start_spares()
+    assert len(_FakeZygote.started) == 2 and _FakeZygote.started[1].cpus == (0,)
+    launchers.start_spares()   # nothing more asked for: nothing more started
+    launchers.fork(request, (0, 1), 1.0, draw=first, spare_cpus=(0,), spare_waits=waits)   # the same round's job
+    assert len(_FakeZygote.started) == 2
+    spare = _FakeZygote.started[1]
+    launchers.fork(request, (0, 1), 1.0, draw=second, spare_cpus=(0,), spare_waits=waits)   # the next round
+    assert spare.served and spare.draw is second and current.dead
+    assert len(_FakeZygote.started) == (2 if waits else 3)
