@@ -23,16 +23,31 @@ XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 # clone's `make setup` in 62 s with uv's cache filled and 103 s from an empty one, against pip's 227 s
 # (benchmarks/setup.md). Bytecode is compiled at install, as pip does: under PYTHONDONTWRITEBYTECODE=1 torch's
 # would otherwise be compiled again at every import (22 s instead of 8). Where uv fails, pip installs the same set.
-$(STAMP): pyproject.toml constraints.txt
+# $(call INSTALL,EXTRAS): the package with those extras (a comma-separated list, passed through a variable)
+define INSTALL
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
 	# the distribution was named tcbench before it became tcbench-workbench: an old venv loses the old name first
 	$(PY) -m pip uninstall --disable-pip-version-check -q -y tcbench 2>/dev/null || true
 	($(PY) -m pip install --disable-pip-version-check -q uv && $(VENV)/bin/uv pip install -q --compile-bytecode \
-		--python $(PY) -e ".[lab,xla,test,docs]" -c constraints.txt) || \
+		--python $(PY) -e ".[$(1)]" -c constraints.txt) || \
 		(echo "uv did not install the set: pip installs it (about 4 min)" && \
-		$(PY) -m pip install --disable-pip-version-check -q -e ".[lab,xla,test,docs]" -c constraints.txt)
-	touch $(STAMP)
+		$(PY) -m pip install --disable-pip-version-check -q -e ".[$(1)]" -c constraints.txt)
+endef
+ALL_EXTRAS  := lab,xla,test,docs
+DEMO_EXTRAS := xla
+# the demo's set alone (torch, transformers, torch_xla and tcbench's own dependencies: no JupyterLab, test or docs
+# packages): a fresh clone's `make demo` installs it in 28 s, the whole set in 41 s, most of either compiling
+# bytecode (2 cores, uv's cache filled; benchmarks/demo_fresh.md). `make setup` installs the rest when asked.
+DEMO_STAMP := $(VENV)/.tcbench-demo-installed
+
+$(STAMP): pyproject.toml constraints.txt
+	$(call INSTALL,$(ALL_EXTRAS))
+	touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml constraints.txt
+	$(call INSTALL,$(DEMO_EXTRAS))
+	touch $(DEMO_STAMP)
 
 setup: $(STAMP)
 
@@ -77,7 +92,7 @@ dist: setup
 	$(PY) -m pip wheel --disable-pip-version-check --no-deps -q -w dist .
 	@ls dist/*.whl
 
-demo: setup
+demo: $(DEMO_STAMP)
 	$(PY) -m tcbench.cli compare $(DEMO_ARGS) --report demo-report.html
 
 # the unit tests on both cores (pytest-xdist: each worker its own store; they run no job and assert no timing), then
