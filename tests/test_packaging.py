@@ -99,11 +99,19 @@ def test_torch_and_torch_xla_pinned_to_the_same_release():
     assert pins["torch"] == pins["torch-xla"]
 
 
-def test_make_installs_every_extra_with_the_constraints():
+def test_make_installs_every_extra_with_the_constraints_and_the_demo_its_own_set():
+    """`make setup` installs every extra the suite and the docs need; `make demo` the demo's set alone (xla), both
+    with the constraints, both again when pyproject.toml or constraints.txt change; the whole set's install also
+    counts as the demo's."""
     make = (ROOT / "Makefile").read_text()
-    rule = re.search(r"^\$\(STAMP\):(.*)$", make, re.M)
-    assert rule and "constraints.txt" in rule.group(1) and "pyproject.toml" in rule.group(1)
-    assert re.search(r'pip install .*-e "\.\[lab,xla,test,docs\]" -c constraints\.txt', make)
+    for stamp, extras in (("STAMP", "ALL_EXTRAS"), ("DEMO_STAMP", "DEMO_EXTRAS")):
+        rule = re.search(rf"^\$\({stamp}\):(.*)\n\t\$\(call INSTALL,\$\({extras}\)\)$", make, re.M)
+        assert rule and "constraints.txt" in rule.group(1) and "pyproject.toml" in rule.group(1), stamp
+    assert re.search(r"^ALL_EXTRAS\s*:= lab,xla,test,docs$", make, re.M)
+    assert re.search(r"^DEMO_EXTRAS\s*:= xla$", make, re.M)
+    assert make.count('-e ".[$(1)]" -c constraints.txt') == 2   # uv's install, and pip's where uv fails
+    assert re.search(r"^\ttouch \$\(STAMP\) \$\(DEMO_STAMP\)$", make, re.M)
+    assert re.search(r"^demo: \$\(DEMO_STAMP\)$", make, re.M) and re.search(r"^setup: \$\(STAMP\)$", make, re.M)
 
 
 def test_the_latest_set_is_what_the_newest_torch_leg_takes_from_the_index():
