@@ -382,8 +382,7 @@ class _Launcher:
                 if zygote is not None:
                     zygote.retire()
                 env = {k: v for k, v in request["env"].items() if k not in _NOT_AT_IMPORT}
-                spare = self._unused(key)
-                zygote = spare or _Zygote(key, env, self._starter)
+                zygote = self._unused(key) or _Zygote(key, env, self._starter)
                 zygote.draw = draw
                 if draw is not None and spare_cpus:   # the next draw's
                     self._wanted[key] = (env, spare_cpus)
@@ -425,17 +424,17 @@ class _Launcher:
 
 
 _LAUNCHER = _Launcher()
+os.register_at_fork(after_in_child=_LAUNCHER.forget)
+atexit.register(_LAUNCHER.close)
 
 
 def start_spares() -> None:
     """Start the next round's launchers that wait for this round's compiles: the runner calls it once they are done
     (a lock-step round's first turn; a job's measured steps in sequential rounds; a job's end), so that their
     imports run beside measured steps, on a core those leave free. The XLA jobs' launcher waits so (``spare_waits``):
-    its imports (torch_xla's too, 8 s of CPU here against 4 s) slowed each XLA job's compile, which runs cold in every
-    job on the CPU, from 9 to 17-20 s. Any other spare starts once the launcher it follows is ready: started beside
-    the first round's launchers, the spares' imports made the demo's first launches take 20 s, against 8-10 s
-    (benchmarks/demo_fresh.md). A round that starts before its spare is ready waits for its imports, as the first
-    round does."""
+    beside the next round's imports (torch's, transformers' and torch_xla's: 8-12 s of CPU) an XLA job's compile,
+    which runs cold in every job on the CPU, took 17-20 s, against 12-15 s now and 9 s alone. Any other spare starts
+    once the launcher it follows is ready: started beside the first round's launchers, the spares' imports made the
+    demo's first launches take 20 s, against 8-10 s (benchmarks/demo_fresh.md). A round that starts before its spare
+    is ready waits for its imports, as the first round does."""
     _LAUNCHER.start_spares()
-os.register_at_fork(after_in_child=_LAUNCHER.forget)
-atexit.register(_LAUNCHER.close)
