@@ -129,10 +129,12 @@ test-fast: setup
 # selection.
 TEST_HOME_LATEST ?= $(CURDIR)/.tcbench-test-home-latest
 LATEST_UNIT := $(if $(LATEST_FULL),tests,tests/job tests/host tests/tuning tests/comparison tests/test_packaging.py)
-LATEST_INTEGRATION := $(if $(LATEST_FULL),tests/job/test_inductor_phases.py tests/comparison/test_comparison.py \
+LATEST_INTEGRATION := $(if $(LATEST_FULL),tests/job/test_inductor_phases.py tests/job/test_precompiled.py \
+	tests/comparison/test_comparison.py \
 	tests/job/test_script.py tests/tuning/batch/test_maxbatch.py tests/tuning/lr/test_retune.py,\
 	tests/job/test_inductor_phases.py::test_an_inductor_job_reports_its_compile_phases_and_the_second_finds_them_cached \
 	tests/job/test_inductor_phases.py::test_a_job_on_an_empty_cache_loads_the_artifacts_of_its_key_and_compiles_no_new_graph \
+	tests/job/test_precompiled.py \
 	tests/comparison/test_comparison.py::test_loss_parity_within_tolerance \
 	tests/job/test_script.py::test_the_plain_loop_example_through_compare_script \
 	tests/job/test_script.py::test_the_trainer_example_through_compare_script \

@@ -72,8 +72,9 @@ def print_comparison(cmp: Any) -> None:
         if row.error:
             print(f"    error: {row.error.strip().splitlines()[-1][:300]}")
         phases = compile_phases_text(dataclasses.asdict(row))
-        if phases != MISSING:   # where the compile latency went, and what each phase found in its cache
-            print(f"    compile: {phases}" + (f" ({row.compile_cache})" if row.compile_cache else ""))
+        if phases != MISSING or row.compile_cache:   # where the compile latency went, what each phase found cached
+            shown = [phases] if phases != MISSING else []   # none: every job loaded its program (nothing traced)
+            print("    compile: " + " ".join(shown + ([f"({row.compile_cache})"] if row.compile_cache else [])))
         for line in diagnose_lines(diagnosis, row.label):   # graph breaks, recompiles, ...: where and why
             print(f"    {line}")
         if row.mfu_note:

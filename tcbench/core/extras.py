@@ -33,10 +33,12 @@ class CompilePhases:
     joint forward/backward graph, partitioning it, the backward's lazy compile) outside the backend;
     ``compile_backend_s``: the backend's code generation and compile (Inductor's ``compile_fx_inner`` for every
     graph, a C++ compile or a load from its FX graph cache; XLA's compile). The cache state of each phase: Dynamo
-    traces again in every process (torch 2.9 keeps no Dynamo cache); ``aot_cache_hits`` / ``aot_cache_misses``
+    traces again in every process (torch 2.9 keeps no Dynamo cache; on torch ≥ 2.14 a loaded loss is not traced,
+    ``precompiled``); ``aot_cache_hits`` / ``aot_cache_misses``
     count the graphs found in / missing from AOTAutograd's cache, ``fx_cache_hits`` / ``fx_cache_misses`` those of
     Inductor's FX graph cache. ``artifact_key`` / ``artifact_state``: the compile artifacts of the job's key
-    (``tcbench.job.artifacts``) and what became of them.
+    (``tcbench.job.artifacts``) and what became of them. ``precompiled``: whether the loss was loaded without
+    tracing (``tcbench.job.precompiled``).
     """
 
     compile_dynamo_s: float | None = None
@@ -49,6 +51,9 @@ class CompilePhases:
     compiled_regions: str | None = None   # compile_scope="blocks": the blocks compiled ("transformer.h: 2 × GPT2Block")
     artifact_key: str | None = None     # the key of the job's compile artifacts (tcbench.job.artifacts)
     artifact_state: str | None = None   # loaded / saved / refused / none stored, in words
+    # the loss loaded without tracing (torch >= 2.14, tcbench.job.precompiled): "loaded …", "saved …", "refused …",
+    # or "not used: why"; None where the job compiles no model (eager, xla, compile_scope='blocks'/'step')
+    precompiled: str | None = None
 
 
 @dataclass(frozen=True)

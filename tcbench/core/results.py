@@ -117,7 +117,8 @@ def compile_phases_text(jobs: "list[JobResult]") -> str:
 def compile_cache_text(jobs: "list[JobResult]") -> str:
     """What was compiled and each compile phase's cache state over ``jobs`` (their rounds), in words: "compiled
     transformer.h: 2 × GPT2Block · Dynamo traced · AOTAutograd 0 of 2 graphs from its cache · Inductor 4 of 4 graphs
-    from the FX graph cache · compile artifacts saved bb49…"; "" when no job reported its phases."""
+    from the FX graph cache · compile artifacts saved bb49…" (on torch ≥ 2.14, "the loss loaded precompiled, not
+    traced" where it was: ``tcbench.job.precompiled``); "" when no job reported its phases."""
     def count(hits: str, misses: str) -> tuple[int, int] | None:
         pairs = [(getattr(r, hits), getattr(r, misses)) for r in jobs if getattr(r, hits) is not None]
         return None if not pairs else (sum(h for h, _ in pairs), sum(h + (m or 0) for h, m in pairs))
@@ -127,7 +128,12 @@ def compile_cache_text(jobs: "list[JobResult]") -> str:
         return ""
     regions = sorted({r.compiled_regions for r in jobs if r.compiled_regions})
     parts = [f"compiled {'; '.join(regions)}"] if regions else []
-    parts.append("Dynamo traced")
+    loaded = sum((r.precompiled or "").startswith("loaded") for r in jobs)   # torch >= 2.14: tcbench.job.precompiled
+    parts.append("Dynamo traced" if not loaded else "the loss loaded precompiled, not traced" if loaded == len(jobs)
+                 else f"the loss loaded precompiled in {loaded} of {len(jobs)} jobs, traced in the others")
+    made = sorted({p for r in jobs if (p := r.precompiled) and not p.startswith(("loaded", "not used"))})
+    if made:   # "saved <key> …", "refused <key>: why …", "not precompiled: aot_compile failed …"
+        parts.append("precompiled loss " + "; ".join(made))
     if aot is not None:
         parts.append(f"AOTAutograd {aot[0]} of {aot[1]} graphs from its cache")
     if fx is not None:
@@ -201,6 +207,7 @@ class JobResult:
     compiled_regions = _figure("compiled_regions")
     artifact_key = _figure("artifact_key")
     artifact_state = _figure("artifact_state")
+    precompiled = _figure("precompiled")
     median_step_s = _figure("median_step_s")
     fast_step_s = _figure("fast_step_s")
     samples_s = _figure("samples_s")

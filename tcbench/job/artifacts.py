@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import platform
+import struct
 import sys
 import time
 from typing import Any
@@ -61,8 +62,9 @@ def _paths(folder: str, key: str) -> tuple[str, str]:
     return os.path.join(folder, f"{key}.bin"), os.path.join(folder, f"{key}.json")
 
 
-def load(folder: str, fields: dict[str, Any]) -> str:
-    """Load the artifacts stored for these fields' key into torch's caches; what happened, in words ("loaded …",
+def load(folder: str, fields: dict[str, Any], programs: str | None = None) -> str:
+    """Load the artifacts stored for these fields' key into torch's caches (a precompiled loss they carry into
+    ``programs``, the folder the job's ``tcbench.job.precompiled`` reads); what happened, in words ("loaded …",
     "none stored …", "refused: …")."""
     import torch
 
@@ -88,11 +90,20 @@ def load(folder: str, fields: dict[str, Any]) -> str:
     if head.get("bytes") != len(data) or head.get("sha256") != hashlib.sha256(data).hexdigest():
         return _refused(key, "it is not the one its header describes (truncated or replaced)", data_path, head_path)
     try:
-        info = torch.compiler.load_cache_artifacts(data)
+        program, data = _program_of(data)
+    except (ValueError, struct.error) as exc:
+        return _refused(key, f"its precompiled loss cannot be read ({type(exc).__name__})", data_path, head_path)
+    if program is not None and programs is not None:   # where the job's compile looks for it
+        from tcbench.job import precompiled
+
+        precompiled.install(programs, *program)
+    try:
+        info = torch.compiler.load_cache_artifacts(data) if data else None
     except Exception as exc:  # noqa: BLE001 - torch could not read them: the job compiles as if none were stored
         return _refused(key, f"torch could not load it ({type(exc).__name__}: {str(exc)[:200]})", data_path,
                         head_path)
-    return f"loaded {key} ({_count(info)})"
+    return f"loaded {key} ({_count(info) if info is not None else 'no cache artifacts'}" + (
+        ", and the precompiled loss)" if program is not None else ")")
 
 
 def _refused(key: str, why: str, *paths: str) -> str:
@@ -114,17 +125,43 @@ def _refused(key: str, why: str, *paths: str) -> str:
     return f"refused: the artifact stored for key {key}: {why}{where}"[:600]
 
 
-def save(folder: str, fields: dict[str, Any]) -> str:
-    """Save what this process compiled (or loaded from its caches) under these fields' key; what happened."""
+def save(folder: str, fields: dict[str, Any], program: tuple[dict[str, Any], bytes] | None = None) -> str:
+    """Save what this process compiled (or loaded from its caches) under these fields' key; what happened. With
+    ``program`` (torch ≥ 2.14: the precompiled loss's header and bytes, ``tcbench.job.precompiled``), the artifact
+    carries it first: a job on an empty cache then loads the loss instead of compiling it (an ``aot_compile`` never
+    reads the AOTAutograd entries torch's cache artifacts hold)."""
     import torch
 
     key = key_of(fields)
     got = torch.compiler.save_cache_artifacts()
-    if got is None or not got[0]:
+    cache, info = (got[0], got[1]) if got is not None and got[0] else (b"", None)
+    if not cache and program is None:
         return "nothing compiled to save"
-    data, info = got
-    write(folder, {"key": key, "fields": fields, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}, data)
-    return f"saved {key} ({_count(info)})"
+    data = cache if program is None else _with_program(program, cache)
+    write(folder, {"key": key, "fields": fields, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()},
+          data)
+    return f"saved {key} ({_count(info) if info is not None else 'no cache artifacts'}" + (
+        ", and the precompiled loss)" if program is not None else ")")
+
+
+PROGRAM = b"tcbench-program-1\n"   # an artifact's bytes that start with a precompiled loss (``save``)
+
+
+def _with_program(program: tuple[dict[str, Any], bytes], cache: bytes) -> bytes:
+    """The artifact's bytes: ``PROGRAM``, the program's header (JSON) and bytes, each after its length, then torch's
+    cache artifacts. In the bytes, not the header: a team's store keeps an artifact's key, fields and bytes only."""
+    head = json.dumps(program[0], default=str).encode()
+    return PROGRAM + struct.pack(">QQ", len(head), len(program[1])) + head + program[1] + cache
+
+
+def _program_of(data: bytes) -> tuple[tuple[dict[str, Any], bytes] | None, bytes]:
+    """(the program's header and bytes, or None; torch's cache artifacts) of an artifact's bytes."""
+    if not data.startswith(PROGRAM):
+        return None, data
+    at = len(PROGRAM) + 16
+    n_head, n_program = struct.unpack(">QQ", data[len(PROGRAM):at])
+    head = json.loads(data[at:at + n_head])
+    return (head, data[at + n_head:at + n_head + n_program]), data[at + n_head + n_program:]
 
 
 def write(folder: str, head: dict[str, Any], data: bytes) -> None:

@@ -163,13 +163,21 @@ def build_model(model: str = "bert-base-cased", size: str = "tiny", dropout: flo
 
 
 def _name_loss(m: Any) -> Any:
-    """A model whose class names no loss transformers knows (``GPT2LMHeadModel``: ``loss_type`` None) gets the one
+    """The loss decided before the first step. A model whose class names no loss transformers knows
+    (``GPT2LMHeadModel``: ``loss_type`` None) gets the one
     transformers falls back to, ``ForCausalLM``: the same loss, without the ``logger.warning_once`` that its
     ``loss_function`` calls in every step and torch.compile breaks the graph on. Measured on the demo's spec: a warm
     Inductor job compiles in 2.5-2.6 s instead of 3.6 (Dynamo traces one graph, not three), and steps as fast (16
     alternating forked jobs: log difference 0.010 ± 0.012 in favour of one graph)."""
     if getattr(m, "loss_type", "") is None:
         m.loss_type = "ForCausalLM"
+    config = getattr(m, "config", None)
+    if getattr(config, "problem_type", "") is None and type(m).__name__.endswith("ForSequenceClassification"):
+        # a classifier decides its loss at its first forward and writes it into its config (BERT's
+        # ``self.config.problem_type = ...``): a graph traced before it guards on the None, and the second step fails
+        # that guard (a recompile; a precompiled loss refused, tcbench.job.precompiled). Decided here as that
+        # forward decides for integer labels, which every tcbench batch has.
+        config.problem_type = "regression" if config.num_labels == 1 else "single_label_classification"
     return m
 
 

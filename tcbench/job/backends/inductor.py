@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from tcbench.core.results import CompilePhases
 from tcbench.core.spec import JobSpec
-from tcbench.job import artifacts
+from tcbench.job import artifacts, precompiled
 from tcbench.job.backends.base import adamw, data_parallel
 from tcbench.job.backends.eager import EagerBackend
 from tcbench.job.diagnostics import DynamoCollector
@@ -86,13 +86,16 @@ class InductorBackend(EagerBackend):
         # compiled: foreach AdamW, which Inductor fuses into its own kernels; eager: the fused kernel
         self.opt = adamw(self.model.parameters(), spec, self.device.type, fused=not spec.compile_optimizer)
         self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
+        why_traced = precompiled.unavailable(spec)   # "": the loss is loaded precompiled (torch >= 2.14)
         if self.artifacts:
             # the key lists the CPU's vector ISAs: Inductor's own check of them builds and loads a program per ISA
             # (6.4 s of a forked gpt2-tiny job's 9.4 s before its first step here); answered from the record first
             self._check_isa()
             self.artifact_fields = artifacts.key_fields(spec, self.device)
+            if not why_traced:   # its artifacts carry the program, never those of a traced job (debug=True) of its spec
+                self.artifact_fields["loss"] = "precompiled"
             if spec.cache == "artifacts":   # before anything is compiled: Inductor then finds what they hold
-                self.artifact_state = artifacts.load(self.artifacts, self.artifact_fields)
+                self.artifact_state = artifacts.load(self.artifacts, self.artifact_fields, programs_folder())
                 print(f"tcbench: compile artifacts {self.artifact_state}", flush=True)
         mode = None if spec.compile_mode == "default" else spec.compile_mode
         # CUDA graphs replay into the same output buffers: each step must say that a new one begins, or the previous
@@ -103,7 +106,7 @@ class InductorBackend(EagerBackend):
             import torch._inductor.config as inductor_config
 
             inductor_config.cpp_wrapper = True
-        self.regions, self.whole_step = None, None
+        self.regions, self.whole_step, self.precompiled, self.loss_program = None, None, None, None
         if spec.compile_scope == "step":   # one compiled call per step: forward, loss, backward, optimizer step
             self.forward = self.model
             self.opt_step = self.opt.step if spec.compile_optimizer else torch.compiler.disable(self.opt.step)
@@ -120,8 +123,24 @@ class InductorBackend(EagerBackend):
             self.regions = f"{name}: {len(blocks)} × {type(blocks[0]).__name__}"
             print(f"tcbench: compiling {self.regions} (compile_scope='blocks')", flush=True)
         else:
-            self.forward = torch.compile(self.model, mode=mode)
+            self.forward = self._precompiled_or_jit(spec, mode, why_traced)
         self.opt_step = torch.compile(self.opt.step, mode=mode) if spec.compile_optimizer else self.opt.step
+
+    def _precompiled_or_jit(self, spec: JobSpec, mode: str | None, why: str) -> Any:
+        """The compiled model's forward: its loss loaded precompiled where this torch and spec allow (``why`` is "";
+        ``tcbench.job.precompiled``), else ``torch.compile(model)``, which Dynamo traces in every process."""
+        import torch
+
+        def jit() -> Any:
+            return torch.compile(self.model, mode=mode)
+
+        if why:
+            self.precompiled = f"not used: {why}"
+            return jit()
+        self._check_isa()   # the key lists the CPU's vector ISAs
+        fields = self.artifact_fields or {**artifacts.key_fields(spec, self.device), "loss": "precompiled"}
+        self.loss_program = precompiled.PrecompiledLoss(self.model, fields, programs_folder(), jit)
+        return self.loss_program
 
     def _check_isa(self) -> None:
         if not self.isa_checked:
@@ -149,14 +168,17 @@ class InductorBackend(EagerBackend):
     def compile_phases(self) -> CompilePhases:
         """The phases so far; after warmup (when it is read) a job that compiled something new, or whose key has
         no artifacts yet, keeps its compile artifacts under its key."""
-        phases = dataclasses.replace(compile_phases(), compiled_regions=self.regions)
+        loss = self.loss_program
+        phases = dataclasses.replace(compile_phases(), compiled_regions=self.regions,
+                                     precompiled=loss.state if loss is not None else self.precompiled)
         if self.artifact_fields is None:
             return phases
         key = artifacts.key_of(self.artifact_fields)
         if self.spec.cache != "artifacts":
             stored = os.path.exists(os.path.join(self.artifacts, key + ".bin"))
             if not stored or phases.fx_cache_misses or phases.aot_cache_misses:
-                self.artifact_state = artifacts.save(self.artifacts, self.artifact_fields)
+                program = self.loss_program.program() if self.loss_program is not None else None
+                self.artifact_state = artifacts.save(self.artifacts, self.artifact_fields, program)
             else:
                 self.artifact_state = f"kept {key} (stored before; nothing new compiled)"
         return dataclasses.replace(phases, artifact_key=key, artifact_state=self.artifact_state)
@@ -186,14 +208,18 @@ FRAME = "_compile.compile_inner"               # Dynamo's compile of one frame, 
 BACKEND = "OutputGraph.call_user_compiler"     # AOTAutograd with Inductor's compile of the forward inside
 LAZY_BACKWARD = "backward._backward_impl"     # the backward graph, compiled at its first call
 INDUCTOR = "compile_fx_inner"                  # Inductor's lowering, codegen and compile (or FX-cache load), per graph
+CAPTURE = "fullgraph_capture"                  # torch >= 2.14's aot_compile (tcbench.job.precompiled): all of it
+DISPATCH = "create_aot_dispatcher_function"    # ... of which AOTAutograd, with Inductor's compile inside
 
 
 def compile_phases() -> CompilePhases:
     """This process's compile time so far in phases, from ``torch._dynamo.utils.compile_times`` (the seconds each
     timed function took, summed): Dynamo = frame − backend; AOTAutograd = backend + lazy backward − Inductor;
     Inductor = its compile of every graph (0 when every graph came from AOTAutograd's cache: Inductor never ran).
-    Cache hits and misses from Dynamo's counters. No phase times when no frame was compiled, or under a torch that
-    names its timers otherwise."""
+    Cache hits and misses from Dynamo's counters. The loss compiled by ``aot_compile`` (torch ≥ 2.14,
+    ``tcbench.job.precompiled``) is timed as one capture: Dynamo = capture − AOTAutograd's dispatcher, AOTAutograd =
+    that dispatcher − Inductor. No phase times when no frame was compiled (a precompiled loss loaded), or under a
+    torch that names its timers otherwise."""
     from torch._dynamo.utils import compile_times, counters
 
     caches = dict(aot_cache_hits=int(counters["aot_autograd"].get("autograd_cache_hit", 0)),
@@ -202,6 +228,10 @@ def compile_phases() -> CompilePhases:
                   fx_cache_misses=int(counters["inductor"].get("fxgraph_cache_miss", 0)))
     names, values = compile_times(repr="csv", aggregate=True)
     took = {n: float(v) for n, v in zip(names, values)}
+    if FRAME not in took and CAPTURE in took:   # the loss compiled by aot_compile: Dynamo = capture − AOTAutograd's
+        capture, dispatch, inductor = (took.get(n, 0.0) for n in (CAPTURE, DISPATCH, INDUCTOR))
+        return CompilePhases(compile_dynamo_s=max(capture - dispatch, 0.0), compile_aot_s=max(dispatch - inductor, 0.0),
+                             compile_backend_s=inductor, **caches)
     if FRAME not in took:
         return CompilePhases(**caches)
     frame, backend, backward, inductor = (took.get(n, 0.0) for n in (FRAME, BACKEND, LAZY_BACKWARD, INDUCTOR))
@@ -336,6 +366,14 @@ def vec_isa_checked_once() -> str:
             json.dump(answers, f)
         os.replace(tmp, record)
     return f"{how}: {', '.join(found) or 'no vector ISA'}"
+
+
+def programs_folder() -> str:
+    """Where this job's precompiled losses are kept (``tcbench.job.precompiled``): beside Inductor's caches, so that
+    a cold cache (``cache="cold"``) has none."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return os.path.join(cache_dir(), precompiled.FOLDER)
 
 
 def trace_log_names_on_demand() -> str:
