@@ -109,16 +109,7 @@ def load(folder: str, fields: dict[str, Any], programs: str | None = None) -> st
 def _refused(key: str, why: str, *paths: str) -> str:
     """A refused artifact, set aside (renamed ``<key>.rejected-<time>.*``: tcbench made it) so that no later job
     refuses it again and this one's compile is kept in its place; what happened, in words."""
-    moved = set_aside(time.strftime("%Y%m%d-%H%M%S"), *paths)
-    where = (f"; set aside as {os.path.basename(moved[0]).rsplit('.', 1)[0]}.* in {os.path.dirname(moved[0])} "
-             "(delete it when done looking)" if moved else "; it could not be set aside: delete "
-             + " and ".join(paths))
-    return f"refused: the artifact stored for key {key}: {why}{where}"[:600]
-
-
-def set_aside(stamp: str, *paths: str) -> list[str]:
-    """Each of ``paths`` that exists renamed ``<root>.rejected-<stamp><ext>`` (a refused file that tcbench made: no
-    later job refuses it again, and what replaces it takes its name); the new paths."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
     moved = []
     for path in paths:
         if os.path.exists(path):
@@ -128,7 +119,10 @@ def set_aside(stamp: str, *paths: str) -> list[str]:
                 moved.append(f"{root}.rejected-{stamp}{ext}")
             except OSError:
                 pass
-    return moved
+    where = (f"; set aside as {os.path.basename(moved[0]).rsplit('.', 1)[0]}.* in {os.path.dirname(moved[0])} "
+             "(delete it when done looking)" if moved else "; it could not be set aside: delete "
+             + " and ".join(paths))
+    return f"refused: the artifact stored for key {key}: {why}{where}"[:600]
 
 
 def save(folder: str, fields: dict[str, Any], program: tuple[dict[str, Any], bytes] | None = None) -> str:

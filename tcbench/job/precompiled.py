@@ -174,10 +174,14 @@ class PrecompiledLoss:
 
     def _refused(self, why: str) -> str:
         """Set the stored program aside (``<key>.rejected-<time>.*``) and say so; the job's compile replaces it."""
-        from tcbench.job.artifacts import set_aside
-
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        set_aside(stamp, self.path, self.path[:-4] + ".json")
+        for path in (self.path, self.path[:-4] + ".json"):
+            if os.path.exists(path):
+                root, ext = os.path.splitext(path)
+                try:
+                    os.replace(path, f"{root}.rejected-{stamp}{ext}")
+                except OSError:
+                    pass
         self.state = f"refused {self.key}: {why}; set aside as {self.key}.rejected-{stamp}.*"
         return self.state
 
